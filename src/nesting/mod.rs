@@ -1,0 +1,335 @@
+//! The nesting algorithm (paper §5.1, Figure 4) for RPC traces: call pairs, candidate
+//! parents, per-node scoreboards, penalised parent choice, and path patterns. Owns the
+//! algorithm's options and its orchestration; reading traces and printing results
+//! belong to [`crate::trace`] and [`crate::report`].
+//!
+//! Every delay is measured on one node's clock (design principle "local clocks
+//! first"): a child B→C is compared with its candidate parents X→B using the times
+//! seen at B, so nesting decisions carry no clock error when both ends were captured.
+
+pub mod call_pairs;
+pub mod candidates;
+pub mod parents;
+pub mod patterns;
+pub mod scoreboard;
+
+use crate::trace::{Nanos, Trace};
+use call_pairs::{CallPair, PairingStats};
+use parents::{Penalties, NO_PARENT};
+use patterns::Pattern;
+use rayon::prelude::*;
+use scoreboard::{Bins, Scoreboard};
+
+/// Settings of the nesting algorithm; [`Default`] gives the paper's.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct NestOptions {
+    /// Loosens the containment test by this much, for clock skew (paper §7.5.6).
+    pub skew_window: Nanos,
+    /// Ratio between successive scoreboard bins.
+    pub bin_base: f64,
+    /// Smallest delay with a bin of its own; shorter ones share the first.
+    pub bin_floor: Nanos,
+    /// Largest delay with a bin of its own; longer ones share the last.
+    pub bin_ceiling: Nanos,
+    /// Standard deviation, in bins, of the Gaussian that smooths each histogram; 0 = off.
+    pub smoothing: f64,
+    /// Penalty exponents.
+    pub penalties: Penalties,
+}
+
+impl Default for NestOptions {
+    fn default() -> Self {
+        NestOptions {
+            skew_window: 0,
+            bin_base: 1.05,
+            bin_floor: 1_000,
+            bin_ceiling: 2 * 3600 * 1_000_000_000,
+            smoothing: 0.0,
+            penalties: Penalties::default(),
+        }
+    }
+}
+
+/// Why nesting could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NestError {
+    /// The input held no messages at all.
+    #[error("the trace has no messages ({lines} lines read, all blank or comments)")]
+    NoMessages {
+        /// Lines read.
+        lines: u64,
+    },
+    /// Messages, but not one call matched with a return.
+    #[error(
+        "no call was matched with its return ({calls_unmatched} unmatched calls, {returns_unmatched} unmatched returns, \
+         {free} free-form messages); nesting needs RPC calls and returns (free-form messages are for `convolve`)"
+    )]
+    NoCallPairs {
+        /// Calls with no return.
+        calls_unmatched: u64,
+        /// Returns with no call.
+        returns_unmatched: u64,
+        /// `MSG_*` messages.
+        free: u64,
+    },
+    /// Settings that cannot work.
+    #[error("invalid option: {0}")]
+    BadOption(String),
+}
+
+/// What the run did, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct NestStats {
+    /// What pairing set aside.
+    #[serde(flatten)]
+    pub pairing: PairingStats,
+    /// Calls matched with their returns.
+    pub call_pairs: u64,
+    /// Calls with no candidate parent: the path instances.
+    pub roots: u64,
+    /// Mean number of candidate parents of the calls that had at least one (the paper's
+    /// per-node parallelism).
+    pub mean_parallelism: f64,
+    /// (A, B, C) histograms in the scoreboard.
+    pub histograms: u64,
+    /// Parent cycles cut (coarse or skewed times; see [`parents::break_cycles`]).
+    pub cycles_broken: u64,
+}
+
+/// The result: every call pair, its chosen parent, and the patterns.
+#[derive(Debug, Clone)]
+pub struct Nesting {
+    /// Call pairs in call-time order.
+    pub pairs: Vec<CallPair>,
+    /// Index of each pair's parent in `pairs`, or [`NO_PARENT`] for a root.
+    pub parent: Vec<u32>,
+    /// Path patterns in order of first appearance.
+    pub patterns: Vec<Pattern>,
+    /// Counts for the summary.
+    pub stats: NestStats,
+}
+
+/// Runs the nesting algorithm on a trace.
+pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> {
+    validate(options)?;
+    if trace.messages.is_empty() {
+        return Err(NestError::NoMessages { lines: trace.stats.lines });
+    }
+    let (pairs, pairing) = find_call_pairs_checked(trace)?;
+    let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
+
+    // Group calls by the node they enter (possible parents) and leave (children). Nodes
+    // are independent from here to the parent choice: B's scoreboard holds only (·, B, ·).
+    let node_count = trace.nodes.len();
+    let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); node_count];
+    let mut outgoing: Vec<Vec<u32>> = vec![Vec::new(); node_count];
+    for (i, p) in pairs.iter().enumerate() {
+        incoming[p.callee.0 as usize].push(i as u32);
+        outgoing[p.caller.0 as usize].push(i as u32);
+    }
+    let per_node: Vec<NodeOutcome> = incoming
+        .par_iter_mut()
+        .zip(outgoing.par_iter_mut())
+        .map(|(incoming, outgoing)| nest_node(&pairs, incoming, outgoing, bins, options))
+        .collect();
+
+    let mut parent = vec![NO_PARENT; pairs.len()];
+    let mut stats = NestStats { pairing, call_pairs: pairs.len() as u64, ..NestStats::default() };
+    let (mut links, mut children_with_candidates) = (0u64, 0u64);
+    for outcome in per_node {
+        for (child, chosen) in outcome.chosen {
+            parent[child as usize] = chosen;
+        }
+        links += outcome.candidate_links;
+        children_with_candidates += outcome.children_with_candidates;
+        stats.histograms += outcome.histograms;
+    }
+    stats.mean_parallelism = if children_with_candidates == 0 { 0.0 } else { links as f64 / children_with_candidates as f64 };
+    stats.cycles_broken = parents::break_cycles(&mut parent);
+    stats.roots = parent.iter().filter(|&&p| p == NO_PARENT).count() as u64;
+    let patterns = patterns::find_patterns(trace, &pairs, &parent);
+    Ok(Nesting { pairs, parent, patterns, stats })
+}
+
+fn validate(options: &NestOptions) -> Result<(), NestError> {
+    let bad = |what: &str| Err(NestError::BadOption(what.to_owned()));
+    if !(options.bin_base > 1.0 && options.bin_base.is_finite()) {
+        return bad("the bin base must be greater than 1");
+    }
+    if options.bin_floor <= 0 || options.bin_ceiling <= options.bin_floor {
+        return bad("bins need 0 < floor < ceiling");
+    }
+    let bins = (options.bin_ceiling as f64 / options.bin_floor as f64).ln() / options.bin_base.ln();
+    if bins > 1_000_000.0 {
+        return bad("more than a million bins per histogram; raise the bin base or narrow floor..ceiling");
+    }
+    if options.skew_window < 0 {
+        return bad("the skew window cannot be negative");
+    }
+    if !(options.smoothing >= 0.0 && options.smoothing.is_finite()) {
+        return bad("smoothing must be a non-negative number of bins");
+    }
+    let p = options.penalties;
+    if ![p.overlap, p.same_callee, p.any_child].iter().all(|e| e.is_finite() && *e >= 0.0) {
+        return bad("penalty exponents must be non-negative numbers");
+    }
+    Ok(())
+}
+
+fn find_call_pairs_checked(trace: &Trace) -> Result<(Vec<CallPair>, PairingStats), NestError> {
+    let (pairs, pairing) = call_pairs::find_call_pairs(trace);
+    if pairs.is_empty() {
+        return Err(NestError::NoCallPairs {
+            calls_unmatched: pairing.unmatched_calls,
+            returns_unmatched: pairing.unmatched_returns,
+            free: pairing.free_messages,
+        });
+    }
+    Ok((pairs, pairing))
+}
+
+struct NodeOutcome {
+    /// (child, parent) as indexes into the pairs.
+    chosen: Vec<(u32, u32)>,
+    candidate_links: u64,
+    children_with_candidates: u64,
+    histograms: u64,
+}
+
+/// Steps 2 and 3 for one node B: candidates, B's scoreboard, parent choice.
+fn nest_node(pairs: &[CallPair], incoming: &mut [u32], outgoing: &mut [u32], bins: Bins, options: &NestOptions) -> NodeOutcome {
+    incoming.sort_unstable_by_key(|&i| (pairs[i as usize].callee_recv, i));
+    // Pairs are in caller_send order already; keep it explicit for the reader.
+    outgoing.sort_unstable_by_key(|&i| (pairs[i as usize].caller_send, i));
+    let candidates = candidates::find_candidates(pairs, incoming, outgoing, options.skew_window);
+
+    let mut scoreboard = Scoreboard::new(bins);
+    let mut children_with_candidates = 0;
+    for (k, &child_index) in outgoing.iter().enumerate() {
+        let child = &pairs[child_index as usize];
+        let row = candidates.of(k);
+        if row.is_empty() {
+            continue;
+        }
+        children_with_candidates += 1;
+        let weight = 1.0 / row.len() as f64;
+        for &local in row {
+            let parent = &pairs[incoming[local as usize] as usize];
+            scoreboard.add(parent.caller, child.callee, child.caller_send - parent.callee_recv, weight);
+        }
+    }
+    scoreboard.smooth(options.smoothing);
+
+    let choice = parents::choose_parents(pairs, incoming, outgoing, &candidates, &scoreboard, options.penalties);
+    let chosen = outgoing
+        .iter()
+        .zip(choice)
+        .filter(|&(_, local)| local != NO_PARENT)
+        .map(|(&child, local)| (child, incoming[local as usize]))
+        .collect();
+    NodeOutcome {
+        chosen,
+        candidate_links: candidates.parents.len() as u64,
+        children_with_candidates,
+        histograms: scoreboard.histograms() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{text, TraceBuilder};
+    use std::path::Path;
+
+    fn nest_text(text: &str, options: &NestOptions) -> (Trace, Nesting) {
+        let mut b = TraceBuilder::new();
+        text::read(Path::new("t"), text.as_bytes(), &mut b).unwrap();
+        let trace = b.finish();
+        let nesting = nest(&trace, options).unwrap();
+        (trace, nesting)
+    }
+
+    const S: i64 = 1_000_000_000;
+
+    /// Paper Figures 2 and 3: message numbers are the timestamps.
+    #[test]
+    fn figure_2_gives_a_calls_b_which_calls_c_then_d() {
+        let (_, n) = nest_text(
+            "1 CALL A B 1\n3 CALL B C 2\n5 RET C B 2\n7 CALL B D 3\n9 RET D B 3\n11 RET B A 1\n",
+            &NestOptions::default(),
+        );
+        assert_eq!(n.patterns.len(), 1);
+        let p = &n.patterns[0];
+        assert_eq!(p.signature, "A->B(C,D)");
+        assert_eq!(p.count(), 1);
+        let lat: Vec<_> = p.positions.iter().map(|x| x.latencies[0]).collect();
+        let delay: Vec<_> = p.positions.iter().map(|x| x.call_delays[0]).collect();
+        assert_eq!(lat, vec![10 * S, 2 * S, 2 * S]);
+        assert_eq!(delay, vec![0, 2 * S, 6 * S]);
+        assert_eq!(p.total_latency(), i128::from(10 * S));
+    }
+
+    /// Paper Figure 5: two B→C calls each nested in two A→B calls; the scoreboard peak
+    /// at the medium delay decides.
+    #[test]
+    fn figure_5_parallel_calls_resolve_to_the_medium_delays() {
+        // A→B at t1=0 (id p1) and t2=1 (id p2); B→C at t3=2 (c1) and t4=3 (c2).
+        let (trace, n) = nest_text(
+            "0 CALL A B p1\n1 CALL A B p2\n2 CALL B C c1\n3 CALL B C c2\n4 RET C B c1\n5 RET C B c2\n6 RET B A p1\n7 RET B A p2\n",
+            &NestOptions::default(),
+        );
+        let id = |i: usize| trace.call_id_text(n.pairs[i].call_id).to_owned();
+        let parent_of = |name: &str| {
+            let i = (0..n.pairs.len()).find(|&i| id(i) == name).unwrap();
+            id(n.parent[i] as usize)
+        };
+        assert_eq!(parent_of("c1"), "p1");
+        assert_eq!(parent_of("c2"), "p2");
+        assert_eq!(n.stats.mean_parallelism, 2.0);
+        assert_eq!(n.patterns.len(), 1);
+        assert_eq!(n.patterns[0].signature, "A->B(C)");
+        let delays = &n.patterns[0].positions[1].call_delays;
+        assert_eq!(delays, &vec![2 * S, 2 * S]);
+    }
+
+    #[test]
+    fn children_in_the_same_tick_as_their_parent_are_nested() {
+        let (_, n) = nest_text("1 CALL A B x\n1 CALL B C y\n1 RET C B y\n1 RET B A x\n", &NestOptions::default());
+        assert_eq!(n.patterns[0].signature, "A->B(C)");
+    }
+
+    #[test]
+    fn the_skew_window_admits_a_child_that_seems_to_start_early() {
+        let text = "10 CALL A B x\n9.99 CALL B C y\n11 RET C B y\n12 RET B A x\n";
+        let (_, strict) = nest_text(text, &NestOptions::default());
+        let mut sigs: Vec<_> = strict.patterns.iter().map(|p| p.signature.clone()).collect();
+        sigs.sort();
+        assert_eq!(sigs, vec!["A->B", "B->C"]);
+        let loose = NestOptions { skew_window: 20_000_000, ..NestOptions::default() };
+        let (_, n) = nest_text(text, &loose);
+        assert_eq!(n.patterns.len(), 1);
+        assert_eq!(n.patterns[0].signature, "A->B(C)");
+    }
+
+    #[test]
+    fn empty_and_callless_traces_are_refused_clearly() {
+        let mut b = TraceBuilder::new();
+        text::read(Path::new("t"), &b"# nothing\n"[..], &mut b).unwrap();
+        assert_eq!(nest(&b.finish(), &NestOptions::default()).unwrap_err(), NestError::NoMessages { lines: 1 });
+        let mut b = TraceBuilder::new();
+        text::read(Path::new("t"), &b"1 MSG a b -\n2 CALL a b x\n"[..], &mut b).unwrap();
+        let err = nest(&b.finish(), &NestOptions::default()).unwrap_err();
+        assert_eq!(err, NestError::NoCallPairs { calls_unmatched: 1, returns_unmatched: 0, free: 1 });
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let mut b = TraceBuilder::new();
+        text::read(Path::new("t"), &b"1 CALL a b x\n2 RET b a x\n"[..], &mut b).unwrap();
+        let trace = b.finish();
+        let bad = NestOptions { bin_base: 1.0, ..NestOptions::default() };
+        assert!(matches!(nest(&trace, &bad), Err(NestError::BadOption(_))));
+        let bad = NestOptions { penalties: Penalties { overlap: -1.0, ..Penalties::default() }, ..NestOptions::default() };
+        assert!(matches!(nest(&trace, &bad), Err(NestError::BadOption(_))));
+    }
+}

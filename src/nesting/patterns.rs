@@ -1,0 +1,234 @@
+//! Step 4 of the nesting algorithm (paper §5.1.1.4, FindCallPaths): each root call and
+//! its chosen descendants form a path instance; instances with the same canonical
+//! signature are one path pattern, with every node's latency and call delay kept.
+//! Owns the signature syntax and the statistics; ranking and printing are the report's.
+
+use super::call_pairs::CallPair;
+use super::parents::NO_PARENT;
+use crate::trace::{Nanos, NodeId, Trace};
+use hashbrown::HashMap;
+
+/// A node's place in a pattern's tree, with the samples of every instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Position {
+    /// The node called here.
+    pub node: NodeId,
+    /// Who called it.
+    pub caller: NodeId,
+    /// Child positions, in call-time order.
+    pub children: Vec<u32>,
+    /// Time at the node, children included, per instance (callee's clock).
+    pub latencies: Vec<Nanos>,
+    /// From the parent's call arriving at the caller to this call leaving it, per
+    /// instance (caller's clock); zero at the root.
+    pub call_delays: Vec<Nanos>,
+}
+
+/// One causal path pattern: a call tree shape, how often it occurred, and its latencies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pattern {
+    /// Canonical signature, `caller->node(child,child(grandchild))`.
+    pub signature: String,
+    /// Positions in pre-order; position 0 is the root call.
+    pub positions: Vec<Position>,
+    /// The root call of each instance, as indexes into the call pairs.
+    pub instances: Vec<u32>,
+}
+
+impl Pattern {
+    /// How many path instances have this pattern.
+    pub fn count(&self) -> u64 {
+        self.instances.len() as u64
+    }
+
+    /// Sum of the root node's latency over all instances.
+    pub fn total_latency(&self) -> i128 {
+        self.positions[0].latencies.iter().map(|&l| i128::from(l)).sum()
+    }
+
+    /// Mean root latency in nanoseconds.
+    pub fn mean_latency(&self) -> f64 {
+        self.total_latency() as f64 / self.count() as f64
+    }
+}
+
+/// A distribution in summary: mean and nearest-rank percentiles, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: Nanos,
+    /// 90th percentile.
+    pub p90: Nanos,
+    /// 99th percentile.
+    pub p99: Nanos,
+}
+
+impl Summary {
+    /// Summarises samples (there must be at least one).
+    pub fn of(samples: &[Nanos]) -> Summary {
+        assert!(!samples.is_empty(), "a pattern position has one sample per instance");
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable();
+        let rank = |q: f64| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+        let sum: i128 = samples.iter().map(|&s| i128::from(s)).sum();
+        Summary { mean: sum as f64 / samples.len() as f64, p50: rank(0.5), p90: rank(0.9), p99: rank(0.99) }
+    }
+}
+
+/// Children of every call in call-time order, in compressed rows.
+pub struct ChildLists {
+    offsets: Vec<u32>,
+    children: Vec<u32>,
+}
+
+impl ChildLists {
+    /// Builds the lists from the parent of each call; `pairs` are in call-time order, so
+    /// the rows are too.
+    pub fn new(parent: &[u32]) -> Self {
+        let mut offsets = vec![0u32; parent.len() + 1];
+        for &p in parent.iter().filter(|&&p| p != NO_PARENT) {
+            offsets[p as usize + 1] += 1;
+        }
+        for i in 0..parent.len() {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut children = vec![0u32; offsets[parent.len()] as usize];
+        for (child, &p) in parent.iter().enumerate() {
+            if p != NO_PARENT {
+                children[fill[p as usize] as usize] = child as u32;
+                fill[p as usize] += 1;
+            }
+        }
+        ChildLists { offsets, children }
+    }
+
+    /// The children of call `i`.
+    pub fn of(&self, i: u32) -> &[u32] {
+        &self.children[self.offsets[i as usize] as usize..self.offsets[i as usize + 1] as usize]
+    }
+}
+
+/// Groups the trees under every root into patterns, in order of first appearance.
+pub fn find_patterns(trace: &Trace, pairs: &[CallPair], parent: &[u32]) -> Vec<Pattern> {
+    let children = ChildLists::new(parent);
+    let mut by_signature: HashMap<String, u32> = HashMap::new();
+    let mut patterns: Vec<Pattern> = Vec::new();
+    let mut signature = String::new();
+    let mut order = Vec::new();
+    for root in (0..pairs.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT) {
+        write_signature(trace, pairs, &children, root, &mut signature);
+        let index = match by_signature.get(signature.as_str()) {
+            Some(&index) => index,
+            None => {
+                let index = patterns.len() as u32;
+                patterns.push(Pattern {
+                    signature: signature.clone(),
+                    positions: shape(pairs, &children, root),
+                    instances: Vec::new(),
+                });
+                by_signature.insert(signature.clone(), index);
+                index
+            }
+        };
+        let pattern = &mut patterns[index as usize];
+        pattern.instances.push(root);
+        preorder(&children, root, &mut order);
+        for (position, &(call, parent_call)) in pattern.positions.iter_mut().zip(&order) {
+            let pair = &pairs[call as usize];
+            position.latencies.push(pair.latency());
+            let delay = if parent_call == NO_PARENT {
+                0
+            } else {
+                pair.caller_send - pairs[parent_call as usize].callee_recv
+            };
+            position.call_delays.push(delay);
+        }
+    }
+    patterns
+}
+
+/// Writes `caller->tree` for the tree under `root`, without recursion so that deep
+/// trees cannot exhaust the stack.
+fn write_signature(trace: &Trace, pairs: &[CallPair], children: &ChildLists, root: u32, out: &mut String) {
+    enum Step {
+        Node(u32),
+        Text(&'static str),
+    }
+    out.clear();
+    out.push_str(trace.node_name(pairs[root as usize].caller));
+    out.push_str("->");
+    let mut stack = vec![Step::Node(root)];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Text(text) => out.push_str(text),
+            Step::Node(call) => {
+                out.push_str(trace.node_name(pairs[call as usize].callee));
+                let kids = children.of(call);
+                if !kids.is_empty() {
+                    out.push('(');
+                    stack.push(Step::Text(")"));
+                    for (k, &kid) in kids.iter().enumerate().rev() {
+                        stack.push(Step::Node(kid));
+                        if k > 0 {
+                            stack.push(Step::Text(","));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// (call, its parent call) in pre-order under `root`.
+fn preorder(children: &ChildLists, root: u32, out: &mut Vec<(u32, u32)>) {
+    out.clear();
+    let mut stack = vec![(root, NO_PARENT)];
+    while let Some((call, parent)) = stack.pop() {
+        out.push((call, parent));
+        for &kid in children.of(call).iter().rev() {
+            stack.push((kid, call));
+        }
+    }
+}
+
+fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> {
+    let mut order = Vec::new();
+    preorder(children, root, &mut order);
+    let index_of: HashMap<u32, u32> = order.iter().enumerate().map(|(i, &(call, _))| (call, i as u32)).collect();
+    order
+        .iter()
+        .map(|&(call, _)| Position {
+            node: pairs[call as usize].callee,
+            caller: pairs[call as usize].caller,
+            children: children.of(call).iter().map(|kid| index_of[kid]).collect(),
+            latencies: Vec::new(),
+            call_delays: Vec::new(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let samples: Vec<Nanos> = (1..=100).collect();
+        let s = Summary::of(&samples);
+        assert_eq!((s.p50, s.p90, s.p99), (50, 90, 99));
+        assert_eq!(s.mean, 50.5);
+        let one = Summary::of(&[7]);
+        assert_eq!((one.p50, one.p90, one.p99, one.mean), (7, 7, 7, 7.0));
+    }
+
+    #[test]
+    fn child_lists_keep_call_order() {
+        let lists = ChildLists::new(&[NO_PARENT, 0, 0, 1, NO_PARENT, 0]);
+        assert_eq!(lists.of(0), &[1, 2, 5]);
+        assert_eq!(lists.of(1), &[3]);
+        assert_eq!(lists.of(4), &[] as &[u32]);
+    }
+}

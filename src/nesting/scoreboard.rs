@@ -1,0 +1,176 @@
+//! Step 2 of the nesting algorithm (paper §5.1.1.2, ScoreNestings): the scoreboard, one
+//! histogram of parent-to-child call delays per (A, B, C) triple, in exponential bins.
+//! Owns binning, weighting and smoothing; which nestings are candidates is decided
+//! elsewhere.
+
+use crate::trace::{Nanos, NodeId};
+use hashbrown::HashMap;
+
+/// Exponential delay bins: bin `k` holds delays in `[floor·base^k, floor·base^(k+1))`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bins {
+    inv_ln_base: f64,
+    floor: f64,
+    count: usize,
+}
+
+impl Bins {
+    /// Bins of ratio `base` from `floor` up to `ceiling` (both positive nanoseconds).
+    pub fn new(base: f64, floor: Nanos, ceiling: Nanos) -> Self {
+        assert!(base > 1.0 && floor > 0 && ceiling > floor, "bins need base > 1 and 0 < floor < ceiling");
+        let inv_ln_base = 1.0 / base.ln();
+        let count = ((ceiling as f64 / floor as f64).ln() * inv_ln_base).floor() as usize + 1;
+        Bins { inv_ln_base, floor: floor as f64, count }
+    }
+
+    /// The bin of a delay: ⌊log_base(delay / floor)⌋, clamped to the bins. Delays below
+    /// the floor, negative ones (clock skew inside the skew window) included, go to the
+    /// first bin; delays past the ceiling to the last.
+    pub fn index(&self, delay: Nanos) -> usize {
+        let ratio = delay as f64 / self.floor;
+        if ratio < 1.0 {
+            return 0;
+        }
+        ((ratio.ln() * self.inv_ln_base) as usize).min(self.count - 1)
+    }
+
+    /// How many bins there are.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+}
+
+/// The scoreboard for the children of one node B: a histogram per (caller A of B,
+/// callee C of B). Scoreboards for different B never share a histogram, so each node's
+/// can be built and used on its own thread.
+#[derive(Debug, Clone)]
+pub struct Scoreboard {
+    bins: Bins,
+    slots: HashMap<(NodeId, NodeId), usize>,
+    weights: Vec<f64>,
+}
+
+impl Scoreboard {
+    /// An empty scoreboard.
+    pub fn new(bins: Bins) -> Self {
+        Scoreboard { bins, slots: HashMap::new(), weights: Vec::new() }
+    }
+
+    /// Adds `weight` to the bin of `delay` in the histogram of (A = `parent_caller`,
+    /// C = `child_callee`).
+    pub fn add(&mut self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos, weight: f64) {
+        let start = self.histogram_start(parent_caller, child_callee);
+        self.weights[start + self.bins.index(delay)] += weight;
+    }
+
+    fn histogram_start(&mut self, a: NodeId, c: NodeId) -> usize {
+        let next = self.weights.len();
+        let count = self.bins.count();
+        let start = *self.slots.entry((a, c)).or_insert(next);
+        if start == next {
+            self.weights.resize(next + count, 0.0);
+        }
+        start
+    }
+
+    /// The raw score of a nesting: the histogram's weight at this delay.
+    pub fn score(&self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos) -> f64 {
+        match self.slots.get(&(parent_caller, child_callee)) {
+            Some(&start) => self.weights[start + self.bins.index(delay)],
+            None => 0.0,
+        }
+    }
+
+    /// Convolves every histogram with a Gaussian of `sigma` bins (truncated at 3σ and
+    /// normalised, so total weight is kept away from the edges). Widens peaks so that
+    /// skewed timestamps still land near them (paper §7.5.6).
+    pub fn smooth(&mut self, sigma: f64) {
+        if sigma <= 0.0 {
+            return;
+        }
+        let reach = (3.0 * sigma).ceil() as usize;
+        let kernel: Vec<f64> = (0..=2 * reach)
+            .map(|i| {
+                let x = i as f64 - reach as f64;
+                (-0.5 * (x / sigma).powi(2)).exp()
+            })
+            .collect();
+        let norm: f64 = kernel.iter().sum();
+        let count = self.bins.count();
+        let mut out = vec![0.0; count];
+        for histogram in self.weights.chunks_mut(count) {
+            out.iter_mut().for_each(|w| *w = 0.0);
+            for (i, &w) in histogram.iter().enumerate() {
+                if w == 0.0 {
+                    continue;
+                }
+                for (k, &g) in kernel.iter().enumerate() {
+                    let j = i as isize + k as isize - reach as isize;
+                    if (0..count as isize).contains(&j) {
+                        out[j as usize] += w * g / norm;
+                    }
+                }
+            }
+            histogram.copy_from_slice(&out);
+        }
+    }
+
+    /// How many (A, C) histograms this node has.
+    pub fn histograms(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Nanos = 1_000;
+
+    fn paper_bins() -> Bins {
+        Bins::new(1.05, US, 2 * 3600 * 1_000_000_000)
+    }
+
+    #[test]
+    fn bins_cover_one_microsecond_to_two_hours() {
+        let bins = paper_bins();
+        assert_eq!(bins.count(), 466);
+        assert_eq!(bins.index(0), 0);
+        assert_eq!(bins.index(-5 * US), 0);
+        assert_eq!(bins.index(US), 0);
+        assert_eq!(bins.index(1_049), 0);
+        assert_eq!(bins.index(1_051), 1);
+        assert_eq!(bins.index(1_000 * US), 141); // ln(1000)/ln(1.05) = 141.6
+        assert_eq!(bins.index(i64::MAX), 465);
+    }
+
+    #[test]
+    fn scores_accumulate_per_triple_and_bin() {
+        let mut board = Scoreboard::new(paper_bins());
+        let (a, c, d) = (NodeId(0), NodeId(2), NodeId(3));
+        board.add(a, c, 2_000 * US, 0.5);
+        board.add(a, c, 2_001 * US, 0.5);
+        board.add(a, d, 2_000 * US, 1.0);
+        assert_eq!(board.score(a, c, 2_000 * US), 1.0);
+        assert_eq!(board.score(a, c, 9_000 * US), 0.0);
+        assert_eq!(board.score(a, d, 2_000 * US), 1.0);
+        assert_eq!(board.score(d, a, 2_000 * US), 0.0);
+        assert_eq!(board.histograms(), 2);
+    }
+
+    #[test]
+    fn smoothing_spreads_a_peak_and_keeps_its_centre_highest() {
+        let bins = paper_bins();
+        let mut board = Scoreboard::new(bins);
+        let (a, c) = (NodeId(0), NodeId(1));
+        board.add(a, c, 10_000 * US, 1.0);
+        board.smooth(2.0);
+        let peak = board.score(a, c, 10_000 * US);
+        let near = board.score(a, c, 10_500 * US); // next bin
+        let far = board.score(a, c, 20_000 * US); // 14 bins away, past 3σ
+        assert!(peak > near && near > 0.0, "{peak} {near}");
+        assert_eq!(far, 0.0);
+        let total: f64 = (0..bins.count()).map(|k| board.weights[k]).sum();
+        assert!((total - 1.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,333 @@
+//! The trace model: messages between named nodes, with exact times, and the builder
+//! that turns per-end observations (a `_SENT` line, a `_RECV` line, later a packet)
+//! into messages. Owns node/call-id interning and the merging of the two ends of one
+//! message; knows nothing of call pairs, causality or clocks.
+
+mod interner;
+pub mod text;
+pub mod time;
+
+pub use interner::Interner;
+pub use time::Nanos;
+
+/// What a message means to the RPC model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A request from a caller to a callee.
+    Call,
+    /// The reply to a call, from the callee back to the caller.
+    Return,
+    /// A free-form message with no call/return meaning.
+    Free,
+}
+
+/// Which end of a message an observation was made at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum End {
+    /// At the sender, as it left.
+    Sent,
+    /// At the receiver, as it arrived.
+    Received,
+}
+
+/// Interned node name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u32);
+
+/// Interned call id; [`CallId::NONE`] when the trace has none (`-`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u32);
+
+impl CallId {
+    /// No call id: calls and returns are matched by order alone.
+    pub const NONE: CallId = CallId(u32::MAX);
+}
+
+/// Interned ground-truth tag; [`Truth::NONE`] when the line had none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Truth(pub u32);
+
+impl Truth {
+    /// No truth tag.
+    pub const NONE: Truth = Truth(u32::MAX);
+}
+
+/// Marks a time that was not observed. Kept in-band so a message stays 40 bytes.
+const ABSENT: Nanos = Nanos::MIN;
+
+/// One message, seen at one or both of its ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Message {
+    sent: Nanos,
+    received: Nanos,
+    /// Who sent it.
+    pub sender: NodeId,
+    /// Who received it.
+    pub receiver: NodeId,
+    /// Matches a call with its return.
+    pub call_id: CallId,
+    /// Ground-truth path instance, read only by evaluation.
+    pub truth: Truth,
+    /// Call, return or free-form.
+    pub kind: Kind,
+}
+
+impl Message {
+    /// A message observed at one end.
+    pub fn observed(
+        end: End,
+        time: Nanos,
+        kind: Kind,
+        sender: NodeId,
+        receiver: NodeId,
+        call_id: CallId,
+        truth: Truth,
+    ) -> Self {
+        let (sent, received) = match end {
+            End::Sent => (time, ABSENT),
+            End::Received => (ABSENT, time),
+        };
+        Message { sent, received, sender, receiver, call_id, truth, kind }
+    }
+
+    /// When it left the sender, on the sender's clock.
+    pub fn sent(&self) -> Option<Nanos> {
+        (self.sent != ABSENT).then_some(self.sent)
+    }
+
+    /// When it reached the receiver, on the receiver's clock.
+    pub fn received(&self) -> Option<Nanos> {
+        (self.received != ABSENT).then_some(self.received)
+    }
+
+    /// The time at the sender if seen there, else at the receiver: the sender's view.
+    pub fn at_sender(&self) -> Nanos {
+        if self.sent != ABSENT {
+            self.sent
+        } else {
+            self.received
+        }
+    }
+
+    /// The time at the receiver if seen there, else at the sender: the receiver's view.
+    pub fn at_receiver(&self) -> Nanos {
+        if self.received != ABSENT {
+            self.received
+        } else {
+            self.sent
+        }
+    }
+
+    /// The earlier of the two observations: the message's place in a merged timeline.
+    pub fn first_time(&self) -> Nanos {
+        match (self.sent(), self.received()) {
+            (Some(s), Some(r)) => s.min(r),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => unreachable!("a message is observed at one end at least"),
+        }
+    }
+}
+
+/// Counts of what went into a trace and what was set aside, for the run summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct InputStats {
+    /// Files read.
+    pub files: u64,
+    /// Lines read, including blank and comment lines.
+    pub lines: u64,
+    /// Blank or comment-only lines.
+    pub blank_or_comment_lines: u64,
+    /// Observations (one per trace line or packet) before merging ends.
+    pub observations: u64,
+    /// Messages after merging.
+    pub messages: u64,
+    /// Messages seen at both ends.
+    pub seen_at_both_ends: u64,
+    /// Messages seen only where they were sent.
+    pub seen_at_sender_only: u64,
+    /// Messages seen only where they were received.
+    pub seen_at_receiver_only: u64,
+}
+
+/// A merged, time-ordered trace of messages from one or more sources.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// Node names.
+    pub nodes: Interner,
+    /// Call ids.
+    pub call_ids: Interner,
+    /// Ground-truth tags.
+    pub truths: Interner,
+    /// Messages in order of [`Message::first_time`], ties in a fixed order.
+    pub messages: Vec<Message>,
+    /// What was read and what was set aside.
+    pub stats: InputStats,
+}
+
+impl Trace {
+    /// A node's name.
+    pub fn node_name(&self, id: NodeId) -> &str {
+        self.nodes.resolve(id.0)
+    }
+
+    /// A call id as it was written, `-` for none.
+    pub fn call_id_text(&self, id: CallId) -> &str {
+        if id == CallId::NONE {
+            "-"
+        } else {
+            self.call_ids.resolve(id.0)
+        }
+    }
+
+    /// A truth tag as it was written, if any.
+    pub fn truth_text(&self, id: Truth) -> Option<&str> {
+        (id != Truth::NONE).then(|| self.truths.resolve(id.0))
+    }
+}
+
+/// Collects observations from any number of sources, then merges them into a [`Trace`].
+///
+/// An observation is one end of one message. The same message seen at both ends (same
+/// sender, receiver, kind and call id) becomes one message with two times. When a key
+/// repeats (no call id, or a reused one), the k-th send is paired with the k-th receive
+/// in time order, which is right for in-order transports.
+#[derive(Debug, Default)]
+pub struct TraceBuilder {
+    trace: Trace,
+}
+
+impl TraceBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Interns a node name.
+    pub fn node(&mut self, name: &str) -> NodeId {
+        NodeId(self.trace.nodes.intern(name))
+    }
+
+    /// Interns a call id; `-` means none.
+    pub fn call_id(&mut self, text: &str) -> CallId {
+        if text == "-" {
+            CallId::NONE
+        } else {
+            CallId(self.trace.call_ids.intern(text))
+        }
+    }
+
+    /// Interns a truth tag.
+    pub fn truth(&mut self, text: &str) -> Truth {
+        Truth(self.trace.truths.intern(text))
+    }
+
+    /// Adds one observation.
+    pub fn push(&mut self, observation: Message) {
+        self.trace.messages.push(observation);
+        self.trace.stats.observations += 1;
+    }
+
+    /// The counters sources add to (files, lines, ...).
+    pub fn stats_mut(&mut self) -> &mut InputStats {
+        &mut self.trace.stats
+    }
+
+    /// Merges the two ends of each message and orders the trace by time.
+    pub fn finish(self) -> Trace {
+        let mut trace = self.trace;
+        merge_ends(&mut trace.messages);
+        trace.messages.sort_unstable_by_key(|m| {
+            (m.first_time(), m.sender, m.receiver, m.kind, m.call_id, m.sent, m.received)
+        });
+        let stats = &mut trace.stats;
+        stats.messages = trace.messages.len() as u64;
+        for m in &trace.messages {
+            match (m.sent(), m.received()) {
+                (Some(_), Some(_)) => stats.seen_at_both_ends += 1,
+                (Some(_), None) => stats.seen_at_sender_only += 1,
+                _ => stats.seen_at_receiver_only += 1,
+            }
+        }
+        trace
+    }
+}
+
+/// Pairs sent and received observations of the same message, in place: the vector is
+/// sorted by key, each key's sends are zipped with its receives, and the result is
+/// compacted, so no second buffer of messages is needed.
+fn merge_ends(messages: &mut Vec<Message>) {
+    // Within a key: sends (received == ABSENT) first, each side in time order.
+    messages.sort_unstable_by_key(|m| {
+        let side = m.sent() == None;
+        (m.sender, m.receiver, m.kind, m.call_id, side, m.sent, m.received, m.truth)
+    });
+    let same_key = |a: &Message, b: &Message| {
+        (a.sender, a.receiver, a.kind, a.call_id) == (b.sender, b.receiver, b.kind, b.call_id)
+    };
+    let mut write = 0;
+    let mut start = 0;
+    while start < messages.len() {
+        let mut end = start + 1;
+        while end < messages.len() && same_key(&messages[start], &messages[end]) {
+            end += 1;
+        }
+        let first_received = (start..end)
+            .find(|&i| messages[i].sent().is_none())
+            .unwrap_or(end);
+        let sends = first_received - start;
+        let receives = end - first_received;
+        let pairs = sends.min(receives);
+        for k in 0..pairs {
+            let mut merged = messages[start + k];
+            let receive = messages[first_received + k];
+            merged.received = receive.received;
+            if merged.truth == Truth::NONE {
+                merged.truth = receive.truth;
+            }
+            messages[write] = merged;
+            write += 1;
+        }
+        for i in (start + pairs..first_received).chain(first_received + pairs..end) {
+            messages[write] = messages[i];
+            write += 1;
+        }
+        start = end;
+    }
+    messages.truncate(write);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observe(b: &mut TraceBuilder, end: End, t: Nanos, kind: Kind, from: &str, to: &str, id: &str) {
+        let (s, r, c) = (b.node(from), b.node(to), b.call_id(id));
+        b.push(Message::observed(end, t, kind, s, r, c, Truth::NONE));
+    }
+
+    #[test]
+    fn both_ends_of_a_message_become_one_message() {
+        let mut b = TraceBuilder::new();
+        observe(&mut b, End::Received, 15, Kind::Call, "a", "b", "x");
+        observe(&mut b, End::Sent, 10, Kind::Call, "a", "b", "x");
+        observe(&mut b, End::Sent, 20, Kind::Return, "b", "a", "x");
+        let trace = b.finish();
+        assert_eq!(trace.messages.len(), 2);
+        assert_eq!(trace.messages[0].sent(), Some(10));
+        assert_eq!(trace.messages[0].received(), Some(15));
+        assert_eq!(trace.messages[1].received(), None);
+        assert_eq!(trace.stats.seen_at_both_ends, 1);
+        assert_eq!(trace.stats.seen_at_sender_only, 1);
+    }
+
+    #[test]
+    fn repeated_keys_pair_in_time_order() {
+        let mut b = TraceBuilder::new();
+        for (end, t) in [(End::Sent, 30), (End::Received, 12), (End::Sent, 10), (End::Received, 33), (End::Sent, 50)] {
+            observe(&mut b, end, t, Kind::Call, "a", "b", "-");
+        }
+        let trace = b.finish();
+        let times: Vec<_> = trace.messages.iter().map(|m| (m.sent(), m.received())).collect();
+        assert_eq!(times, vec![(Some(10), Some(12)), (Some(30), Some(33)), (Some(50), None)]);
+    }
+}

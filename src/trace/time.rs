@@ -1,0 +1,200 @@
+//! Exact decimal time: parsing and printing timestamps and durations as integer
+//! nanoseconds. Owns the text form of time; knows nothing of messages.
+//!
+//! Times never pass through `f64` here: a trace's timestamps must round-trip to the
+//! nanosecond, and an f64 holds only about 16 significant digits (0.1 µs at epoch 1.7e9).
+
+/// A time or a duration in integer nanoseconds. Timestamps count from the Unix epoch.
+pub type Nanos = i64;
+
+/// Nanoseconds in one second.
+pub const NANOS_PER_SEC: i64 = 1_000_000_000;
+
+/// Why a decimal time could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimeError {
+    /// Nothing, or nothing but a sign.
+    #[error("empty number")]
+    Empty,
+    /// A character that is neither a digit nor the one decimal point.
+    #[error("not a decimal number")]
+    NotDecimal,
+    /// More precision than a nanosecond.
+    #[error("more than 9 fractional digits")]
+    TooPrecise,
+    /// Beyond what 64-bit nanoseconds hold (about 292 years from the epoch).
+    #[error("out of range")]
+    OutOfRange,
+    /// A duration with a unit this parser does not know.
+    #[error("unknown unit (use ns, us, µs, ms or s)")]
+    UnknownUnit,
+}
+
+/// Parses `[-]digits[.digits]` seconds into nanoseconds, exactly.
+pub fn parse_seconds(text: &[u8]) -> Result<Nanos, TimeError> {
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let (whole, frac) = match digits.iter().position(|&b| b == b'.') {
+        Some(dot) => (&digits[..dot], &digits[dot + 1..]),
+        None => (digits, &digits[digits.len()..]),
+    };
+    if whole.is_empty() && frac.is_empty() {
+        return Err(TimeError::Empty);
+    }
+    if frac.len() > 9 {
+        return Err(TimeError::TooPrecise);
+    }
+    let mut secs: i64 = 0;
+    for &b in whole {
+        if !b.is_ascii_digit() {
+            return Err(TimeError::NotDecimal);
+        }
+        secs = secs
+            .checked_mul(10)
+            .and_then(|s| s.checked_add(i64::from(b - b'0')))
+            .ok_or(TimeError::OutOfRange)?;
+    }
+    let mut nanos: i64 = 0;
+    for &b in frac {
+        if !b.is_ascii_digit() {
+            return Err(TimeError::NotDecimal);
+        }
+        nanos = nanos * 10 + i64::from(b - b'0');
+    }
+    nanos *= 10_i64.pow(9 - frac.len() as u32);
+    let total = secs
+        .checked_mul(NANOS_PER_SEC)
+        .and_then(|s| s.checked_add(nanos))
+        .ok_or(TimeError::OutOfRange)?;
+    Ok(if negative { -total } else { total })
+}
+
+/// Parses a duration such as `30ms`, `1.5us`, `250µs`, `2s`, `0.03` (seconds) or `10ns`.
+pub fn parse_duration(text: &str) -> Result<Nanos, TimeError> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale_down: i64 = match unit.trim() {
+        "" | "s" => 1,
+        "ms" => 1_000,
+        "us" | "µs" => 1_000_000,
+        "ns" => 1_000_000_000,
+        _ => return Err(TimeError::UnknownUnit),
+    };
+    // Parse as seconds, then scale: "1.5us" is 1.5 s / 1e6, exact when it is a whole
+    // number of nanoseconds.
+    let as_seconds = parse_seconds(number.as_bytes());
+    match as_seconds {
+        Ok(n) if n % scale_down == 0 => Ok(n / scale_down),
+        Ok(_) => Err(TimeError::TooPrecise),
+        Err(TimeError::TooPrecise) if scale_down > 1 => Err(TimeError::TooPrecise),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a timestamp as decimal seconds: 6 fractional digits when the time is a whole
+/// microsecond (the common capture resolution), 9 otherwise. Reading it back gives the
+/// same nanoseconds.
+pub fn format_seconds(t: Nanos) -> String {
+    let mut out = String::with_capacity(24);
+    push_seconds(&mut out, t);
+    out
+}
+
+/// Appends [`format_seconds`] of `t` to `out` without allocating.
+pub fn push_seconds(out: &mut String, t: Nanos) {
+    use std::fmt::Write;
+    let sign = if t < 0 { "-" } else { "" };
+    let abs = t.unsigned_abs();
+    let secs = abs / NANOS_PER_SEC as u64;
+    let frac = abs % NANOS_PER_SEC as u64;
+    // Writing to a String cannot fail.
+    let _ = if frac % 1_000 == 0 {
+        write!(out, "{sign}{secs}.{:06}", frac / 1_000)
+    } else {
+        write!(out, "{sign}{secs}.{frac:09}")
+    };
+}
+
+/// A duration for people: `812 ns`, `48.8 µs`, `3.21 ms`, `1.234 s`, with about
+/// three significant digits.
+pub fn human_duration(ns: f64) -> String {
+    let abs = ns.abs();
+    let (value, unit) = if abs < 1e3 {
+        (ns, "ns")
+    } else if abs < 1e6 {
+        (ns / 1e3, "µs")
+    } else if abs < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    let decimals = if unit == "ns" {
+        0
+    } else if value.abs() >= 100.0 {
+        1
+    } else if value.abs() >= 10.0 {
+        2
+    } else {
+        3
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_parse_exactly_to_the_nanosecond() {
+        assert_eq!(parse_seconds(b"1047680084.482205"), Ok(1_047_680_084_482_205_000));
+        assert_eq!(parse_seconds(b"1.000000001"), Ok(1_000_000_001));
+        assert_eq!(parse_seconds(b"7"), Ok(7 * NANOS_PER_SEC));
+        assert_eq!(parse_seconds(b".5"), Ok(500_000_000));
+        assert_eq!(parse_seconds(b"-1.5"), Ok(-1_500_000_000));
+    }
+
+    #[test]
+    fn bad_seconds_say_why() {
+        assert_eq!(parse_seconds(b""), Err(TimeError::Empty));
+        assert_eq!(parse_seconds(b"-"), Err(TimeError::Empty));
+        assert_eq!(parse_seconds(b"12a"), Err(TimeError::NotDecimal));
+        assert_eq!(parse_seconds(b"1.2.3"), Err(TimeError::NotDecimal));
+        assert_eq!(parse_seconds(b"1.0000000001"), Err(TimeError::TooPrecise));
+        assert_eq!(parse_seconds(b"99999999999999999999"), Err(TimeError::OutOfRange));
+    }
+
+    #[test]
+    fn seconds_round_trip_through_text() {
+        for t in [0, 1, 999, 1_000, 1_655_760_362_581_506_000, 1_655_760_362_581_506_123, -1_500_000_000, -7] {
+            assert_eq!(parse_seconds(format_seconds(t).as_bytes()), Ok(t), "{t}");
+        }
+        assert_eq!(format_seconds(1_655_760_362_581_506_000), "1655760362.581506");
+        assert_eq!(format_seconds(-7), "-0.000000007");
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("30ms"), Ok(30_000_000));
+        assert_eq!(parse_duration("0.03"), Ok(30_000_000));
+        assert_eq!(parse_duration("1.5us"), Ok(1_500));
+        assert_eq!(parse_duration("250µs"), Ok(250_000));
+        assert_eq!(parse_duration("2 s"), Ok(2 * NANOS_PER_SEC));
+        assert_eq!(parse_duration("10ns"), Ok(10));
+        assert_eq!(parse_duration("1.5ns"), Err(TimeError::TooPrecise));
+        assert_eq!(parse_duration("3h"), Err(TimeError::UnknownUnit));
+    }
+
+    #[test]
+    fn human_durations_pick_a_unit() {
+        assert_eq!(human_duration(812.0), "812 ns");
+        assert_eq!(human_duration(48_800.0), "48.80 µs");
+        assert_eq!(human_duration(3_210_000.0), "3.210 ms");
+        assert_eq!(human_duration(123_400_000_000.0), "123.4 s");
+    }
+}

@@ -60,8 +60,17 @@ pub fn find_call_pairs(trace: &Trace) -> (Vec<CallPair>, PairingStats) {
     let mut entries: Vec<(NodeId, NodeId, CallId, Nanos, u8, u32)> = Vec::new();
     for (i, m) in trace.messages.iter().enumerate() {
         match m.kind {
-            Kind::Call => entries.push((m.sender, m.receiver, m.call_id, m.at_sender(), 0, i as u32)),
-            Kind::Return => entries.push((m.receiver, m.sender, m.call_id, m.at_receiver(), 1, i as u32)),
+            Kind::Call => {
+                entries.push((m.sender, m.receiver, m.call_id, m.at_sender(), 0, i as u32))
+            }
+            Kind::Return => entries.push((
+                m.receiver,
+                m.sender,
+                m.call_id,
+                m.at_receiver(),
+                1,
+                i as u32,
+            )),
             Kind::Free => stats.free_messages += 1,
         }
     }
@@ -71,11 +80,21 @@ pub fn find_call_pairs(trace: &Trace) -> (Vec<CallPair>, PairingStats) {
     let mut open: Vec<u32> = Vec::new();
     let mut group_start = 0;
     while group_start < entries.len() {
-        let key = (entries[group_start].0, entries[group_start].1, entries[group_start].2);
+        let key = (
+            entries[group_start].0,
+            entries[group_start].1,
+            entries[group_start].2,
+        );
         let mut group_end = group_start;
         open.clear();
         let mut oldest_open = 0;
-        while group_end < entries.len() && (entries[group_end].0, entries[group_end].1, entries[group_end].2) == key {
+        while group_end < entries.len()
+            && (
+                entries[group_end].0,
+                entries[group_end].1,
+                entries[group_end].2,
+            ) == key
+        {
             let (.., is_return, index) = entries[group_end];
             if is_return == 0 {
                 open.push(index);
@@ -125,8 +144,14 @@ mod tests {
         let t = trace("1 CALL a b x\n2 CALL a b y\n3 RET b a x\n4 RET b a y\n");
         let (pairs, stats) = find_call_pairs(&t);
         assert_eq!(pairs.len(), 2);
-        assert_eq!((pairs[0].caller_send, pairs[0].caller_return), (1_000_000_000, 3_000_000_000));
-        assert_eq!((pairs[1].caller_send, pairs[1].caller_return), (2_000_000_000, 4_000_000_000));
+        assert_eq!(
+            (pairs[0].caller_send, pairs[0].caller_return),
+            (1_000_000_000, 3_000_000_000)
+        );
+        assert_eq!(
+            (pairs[1].caller_send, pairs[1].caller_return),
+            (2_000_000_000, 4_000_000_000)
+        );
         assert_eq!(stats, PairingStats::default());
     }
 
@@ -134,7 +159,15 @@ mod tests {
     fn without_ids_each_return_takes_the_earliest_open_call() {
         let t = trace("1 CALL a b -\n2 CALL a b -\n3 RET b a -\n4 RET b a -\n");
         let (pairs, _) = find_call_pairs(&t);
-        let spans: Vec<_> = pairs.iter().map(|p| (p.caller_send / 1_000_000_000, p.caller_return / 1_000_000_000)).collect();
+        let spans: Vec<_> = pairs
+            .iter()
+            .map(|p| {
+                (
+                    p.caller_send / 1_000_000_000,
+                    p.caller_return / 1_000_000_000,
+                )
+            })
+            .collect();
         assert_eq!(spans, vec![(1, 3), (2, 4)]);
     }
 
@@ -143,7 +176,14 @@ mod tests {
         let t = trace("1 RET b a q\n2 CALL a b x\n3 CALL a b z\n4 RET b a x\n5 MSG a c -\n");
         let (pairs, stats) = find_call_pairs(&t);
         assert_eq!(pairs.len(), 1);
-        assert_eq!(stats, PairingStats { unmatched_calls: 1, unmatched_returns: 1, free_messages: 1 });
+        assert_eq!(
+            stats,
+            PairingStats {
+                unmatched_calls: 1,
+                unmatched_returns: 1,
+                free_messages: 1
+            }
+        );
     }
 
     #[test]
@@ -156,11 +196,17 @@ mod tests {
 
     #[test]
     fn each_view_uses_its_own_end() {
-        let t = trace("1 CALL_SENT a b x\n1.5 CALL_RECV a b x\n2 RET_SENT b a x\n2.5 RET_RECV b a x\n");
+        let t =
+            trace("1 CALL_SENT a b x\n1.5 CALL_RECV a b x\n2 RET_SENT b a x\n2.5 RET_RECV b a x\n");
         let (pairs, _) = find_call_pairs(&t);
         let p = pairs[0];
         assert_eq!(
-            (p.caller_send, p.callee_recv, p.callee_return, p.caller_return),
+            (
+                p.caller_send,
+                p.callee_recv,
+                p.callee_return,
+                p.caller_return
+            ),
             (1_000_000_000, 1_500_000_000, 2_000_000_000, 2_500_000_000)
         );
         assert_eq!(p.latency(), 500_000_000);

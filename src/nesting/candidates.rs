@@ -33,7 +33,12 @@ impl Candidates {
 /// `incoming` (calls into B) must be sorted by `callee_recv`, `outgoing` (calls from B)
 /// by `caller_send`. One sweep keeps the calls into B that can still enclose a later
 /// child, so the work is the number of children times the per-node parallelism.
-pub fn find_candidates(pairs: &[CallPair], incoming: &[u32], outgoing: &[u32], skew_window: Nanos) -> Candidates {
+pub fn find_candidates(
+    pairs: &[CallPair],
+    incoming: &[u32],
+    outgoing: &[u32],
+    skew_window: Nanos,
+) -> Candidates {
     let mut offsets = Vec::with_capacity(outgoing.len() + 1);
     let mut parents = Vec::with_capacity(outgoing.len());
     offsets.push(0);
@@ -41,16 +46,23 @@ pub fn find_candidates(pairs: &[CallPair], incoming: &[u32], outgoing: &[u32], s
     let mut next = 0;
     for &child_index in outgoing {
         let child = &pairs[child_index as usize];
-        while next < incoming.len() && pairs[incoming[next] as usize].callee_recv <= child.caller_send + skew_window {
+        while next < incoming.len()
+            && pairs[incoming[next] as usize].callee_recv <= child.caller_send + skew_window
+        {
             active.push(next as u32);
             next += 1;
         }
         // Children come in start order, so a parent that ends before this child starts
         // cannot enclose any later child either.
-        active.retain(|&local| pairs[incoming[local as usize] as usize].callee_return + skew_window >= child.caller_send);
+        active.retain(|&local| {
+            pairs[incoming[local as usize] as usize].callee_return + skew_window
+                >= child.caller_send
+        });
         for &local in &active {
             let global = incoming[local as usize];
-            if global != child_index && pairs[global as usize].callee_return + skew_window >= child.caller_return {
+            if global != child_index
+                && pairs[global as usize].callee_return + skew_window >= child.caller_return
+            {
                 parents.push(local);
             }
         }
@@ -80,7 +92,14 @@ mod tests {
     #[test]
     fn enclosing_calls_are_candidates_inclusively() {
         // B = 1. Incoming: [0,10], [5,20], [12,30]. Outgoing: [5,10], [13,20], [25,31].
-        let pairs = vec![call(0, 1, 0, 10), call(0, 1, 5, 20), call(0, 1, 12, 30), call(1, 2, 5, 10), call(1, 2, 13, 20), call(1, 2, 25, 31)];
+        let pairs = vec![
+            call(0, 1, 0, 10),
+            call(0, 1, 5, 20),
+            call(0, 1, 12, 30),
+            call(1, 2, 5, 10),
+            call(1, 2, 13, 20),
+            call(1, 2, 25, 31),
+        ];
         let c = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], 0);
         assert_eq!(c.of(0), &[0, 1]);
         assert_eq!(c.of(1), &[1, 2]);

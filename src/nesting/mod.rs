@@ -113,7 +113,9 @@ pub struct Nesting {
 pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> {
     validate(options)?;
     if trace.messages.is_empty() {
-        return Err(NestError::NoMessages { lines: trace.stats.lines });
+        return Err(NestError::NoMessages {
+            lines: trace.stats.lines,
+        });
     }
     let (pairs, pairing) = find_call_pairs_checked(trace)?;
     let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
@@ -134,7 +136,11 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         .collect();
 
     let mut parent = vec![NO_PARENT; pairs.len()];
-    let mut stats = NestStats { pairing, call_pairs: pairs.len() as u64, ..NestStats::default() };
+    let mut stats = NestStats {
+        pairing,
+        call_pairs: pairs.len() as u64,
+        ..NestStats::default()
+    };
     let (mut links, mut children_with_candidates) = (0u64, 0u64);
     for outcome in per_node {
         for (child, chosen) in outcome.chosen {
@@ -144,11 +150,20 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         children_with_candidates += outcome.children_with_candidates;
         stats.histograms += outcome.histograms;
     }
-    stats.mean_parallelism = if children_with_candidates == 0 { 0.0 } else { links as f64 / children_with_candidates as f64 };
+    stats.mean_parallelism = if children_with_candidates == 0 {
+        0.0
+    } else {
+        links as f64 / children_with_candidates as f64
+    };
     stats.cycles_broken = parents::break_cycles(&mut parent);
     stats.roots = parent.iter().filter(|&&p| p == NO_PARENT).count() as u64;
     let patterns = patterns::find_patterns(trace, &pairs, &parent);
-    Ok(Nesting { pairs, parent, patterns, stats })
+    Ok(Nesting {
+        pairs,
+        parent,
+        patterns,
+        stats,
+    })
 }
 
 fn validate(options: &NestOptions) -> Result<(), NestError> {
@@ -161,7 +176,9 @@ fn validate(options: &NestOptions) -> Result<(), NestError> {
     }
     let bins = (options.bin_ceiling as f64 / options.bin_floor as f64).ln() / options.bin_base.ln();
     if bins > 1_000_000.0 {
-        return bad("more than a million bins per histogram; raise the bin base or narrow floor..ceiling");
+        return bad(
+            "more than a million bins per histogram; raise the bin base or narrow floor..ceiling",
+        );
     }
     if options.skew_window < 0 {
         return bad("the skew window cannot be negative");
@@ -170,7 +187,10 @@ fn validate(options: &NestOptions) -> Result<(), NestError> {
         return bad("smoothing must be a non-negative number of bins");
     }
     let p = options.penalties;
-    if ![p.overlap, p.same_callee, p.any_child].iter().all(|e| e.is_finite() && *e >= 0.0) {
+    if ![p.overlap, p.same_callee, p.any_child]
+        .iter()
+        .all(|e| e.is_finite() && *e >= 0.0)
+    {
         return bad("penalty exponents must be non-negative numbers");
     }
     Ok(())
@@ -197,7 +217,13 @@ struct NodeOutcome {
 }
 
 /// Steps 2 and 3 for one node B: candidates, B's scoreboard, parent choice.
-fn nest_node(pairs: &[CallPair], incoming: &mut [u32], outgoing: &mut [u32], bins: Bins, options: &NestOptions) -> NodeOutcome {
+fn nest_node(
+    pairs: &[CallPair],
+    incoming: &mut [u32],
+    outgoing: &mut [u32],
+    bins: Bins,
+    options: &NestOptions,
+) -> NodeOutcome {
     incoming.sort_unstable_by_key(|&i| (pairs[i as usize].callee_recv, i));
     // Pairs are in caller_send order already; keep it explicit for the reader.
     outgoing.sort_unstable_by_key(|&i| (pairs[i as usize].caller_send, i));
@@ -215,12 +241,24 @@ fn nest_node(pairs: &[CallPair], incoming: &mut [u32], outgoing: &mut [u32], bin
         let weight = 1.0 / row.len() as f64;
         for &local in row {
             let parent = &pairs[incoming[local as usize] as usize];
-            scoreboard.add(parent.caller, child.callee, child.caller_send - parent.callee_recv, weight);
+            scoreboard.add(
+                parent.caller,
+                child.callee,
+                child.caller_send - parent.callee_recv,
+                weight,
+            );
         }
     }
     scoreboard.smooth(options.smoothing);
 
-    let choice = parents::choose_parents(pairs, incoming, outgoing, &candidates, &scoreboard, options.penalties);
+    let choice = parents::choose_parents(
+        pairs,
+        incoming,
+        outgoing,
+        &candidates,
+        &scoreboard,
+        options.penalties,
+    );
     let chosen = outgoing
         .iter()
         .zip(choice)
@@ -294,7 +332,10 @@ mod tests {
 
     #[test]
     fn children_in_the_same_tick_as_their_parent_are_nested() {
-        let (_, n) = nest_text("1 CALL A B x\n1 CALL B C y\n1 RET C B y\n1 RET B A x\n", &NestOptions::default());
+        let (_, n) = nest_text(
+            "1 CALL A B x\n1 CALL B C y\n1 RET C B y\n1 RET B A x\n",
+            &NestOptions::default(),
+        );
         assert_eq!(n.patterns[0].signature, "A->B(C)");
     }
 
@@ -302,10 +343,17 @@ mod tests {
     fn the_skew_window_admits_a_child_that_seems_to_start_early() {
         let text = "10 CALL A B x\n9.99 CALL B C y\n11 RET C B y\n12 RET B A x\n";
         let (_, strict) = nest_text(text, &NestOptions::default());
-        let mut sigs: Vec<_> = strict.patterns.iter().map(|p| p.signature.clone()).collect();
+        let mut sigs: Vec<_> = strict
+            .patterns
+            .iter()
+            .map(|p| p.signature.clone())
+            .collect();
         sigs.sort();
         assert_eq!(sigs, vec!["A->B", "B->C"]);
-        let loose = NestOptions { skew_window: 20_000_000, ..NestOptions::default() };
+        let loose = NestOptions {
+            skew_window: 20_000_000,
+            ..NestOptions::default()
+        };
         let (_, n) = nest_text(text, &loose);
         assert_eq!(n.patterns.len(), 1);
         assert_eq!(n.patterns[0].signature, "A->B(C)");
@@ -315,11 +363,21 @@ mod tests {
     fn empty_and_callless_traces_are_refused_clearly() {
         let mut b = TraceBuilder::new();
         text::read(Path::new("t"), &b"# nothing\n"[..], &mut b).unwrap();
-        assert_eq!(nest(&b.finish(), &NestOptions::default()).unwrap_err(), NestError::NoMessages { lines: 1 });
+        assert_eq!(
+            nest(&b.finish(), &NestOptions::default()).unwrap_err(),
+            NestError::NoMessages { lines: 1 }
+        );
         let mut b = TraceBuilder::new();
         text::read(Path::new("t"), &b"1 MSG a b -\n2 CALL a b x\n"[..], &mut b).unwrap();
         let err = nest(&b.finish(), &NestOptions::default()).unwrap_err();
-        assert_eq!(err, NestError::NoCallPairs { calls_unmatched: 1, returns_unmatched: 0, free: 1 });
+        assert_eq!(
+            err,
+            NestError::NoCallPairs {
+                calls_unmatched: 1,
+                returns_unmatched: 0,
+                free: 1
+            }
+        );
     }
 
     #[test]
@@ -327,9 +385,18 @@ mod tests {
         let mut b = TraceBuilder::new();
         text::read(Path::new("t"), &b"1 CALL a b x\n2 RET b a x\n"[..], &mut b).unwrap();
         let trace = b.finish();
-        let bad = NestOptions { bin_base: 1.0, ..NestOptions::default() };
+        let bad = NestOptions {
+            bin_base: 1.0,
+            ..NestOptions::default()
+        };
         assert!(matches!(nest(&trace, &bad), Err(NestError::BadOption(_))));
-        let bad = NestOptions { penalties: Penalties { overlap: -1.0, ..Penalties::default() }, ..NestOptions::default() };
+        let bad = NestOptions {
+            penalties: Penalties {
+                overlap: -1.0,
+                ..Penalties::default()
+            },
+            ..NestOptions::default()
+        };
         assert!(matches!(nest(&trace, &bad), Err(NestError::BadOption(_))));
     }
 }

@@ -25,7 +25,11 @@ pub struct Penalties {
 
 impl Default for Penalties {
     fn default() -> Self {
-        Penalties { overlap: 2.0, same_callee: 0.0, any_child: 0.0 }
+        Penalties {
+            overlap: 2.0,
+            same_callee: 0.0,
+            any_child: 0.0,
+        }
     }
 }
 
@@ -50,7 +54,8 @@ pub fn choose_parents(
     let mut last_child = vec![NO_PARENT; incoming.len()];
     let mut next_sibling = vec![NO_PARENT; outgoing.len()];
     let mut chosen = vec![NO_PARENT; outgoing.len()];
-    let needs_children = penalties.overlap != 0.0 || penalties.same_callee != 0.0 || penalties.any_child != 0.0;
+    let needs_children =
+        penalties.overlap != 0.0 || penalties.same_callee != 0.0 || penalties.any_child != 0.0;
 
     for (k, &child_index) in outgoing.iter().enumerate() {
         let child = &pairs[child_index as usize];
@@ -58,7 +63,11 @@ pub fn choose_parents(
         let mut best_score = f64::NEG_INFINITY;
         for &local in candidates.of(k) {
             let parent = &pairs[incoming[local as usize] as usize];
-            let mut score = scoreboard.score(parent.caller, child.callee, child.caller_send - parent.callee_recv);
+            let mut score = scoreboard.score(
+                parent.caller,
+                child.callee,
+                child.caller_send - parent.callee_recv,
+            );
             if needs_children {
                 let (mut overlapping, mut same, mut any) = (0u32, 0u32, 0u32);
                 let mut sibling = first_child[local as usize];
@@ -66,7 +75,9 @@ pub fn choose_parents(
                     let other = &pairs[outgoing[sibling as usize] as usize];
                     // Strict: a sibling that returns in the tick this child starts is
                     // sequential, not overlapping.
-                    if other.caller_send < child.caller_return && child.caller_send < other.caller_return {
+                    if other.caller_send < child.caller_return
+                        && child.caller_send < other.caller_return
+                    {
                         overlapping += 1;
                     }
                     if other.callee == child.callee {
@@ -128,7 +139,10 @@ pub fn break_cycles(parent: &mut [u32]) -> u64 {
             at = parent[at as usize];
         }
         if at != NO_PARENT && state[at as usize] == ON_PATH {
-            let from = path.iter().position(|&p| p == at).expect("the cycle's entry is on the path");
+            let from = path
+                .iter()
+                .position(|&p| p == at)
+                .expect("the cycle's entry is on the path");
             let first = *path[from..].iter().min().expect("a cycle has members");
             parent[first as usize] = NO_PARENT;
             cut += 1;

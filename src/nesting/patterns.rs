@@ -43,7 +43,11 @@ impl Pattern {
 
     /// Sum of the root node's latency over all instances.
     pub fn total_latency(&self) -> i128 {
-        self.positions[0].latencies.iter().map(|&l| i128::from(l)).sum()
+        self.positions[0]
+            .latencies
+            .iter()
+            .map(|&l| i128::from(l))
+            .sum()
     }
 
     /// Mean root latency in nanoseconds.
@@ -68,12 +72,21 @@ pub struct Summary {
 impl Summary {
     /// Summarises samples (there must be at least one).
     pub fn of(samples: &[Nanos]) -> Summary {
-        assert!(!samples.is_empty(), "a pattern position has one sample per instance");
+        assert!(
+            !samples.is_empty(),
+            "a pattern position has one sample per instance"
+        );
         let mut sorted = samples.to_vec();
         sorted.sort_unstable();
-        let rank = |q: f64| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+        let rank =
+            |q: f64| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
         let sum: i128 = samples.iter().map(|&s| i128::from(s)).sum();
-        Summary { mean: sum as f64 / samples.len() as f64, p50: rank(0.5), p90: rank(0.9), p99: rank(0.99) }
+        Summary {
+            mean: sum as f64 / samples.len() as f64,
+            p50: rank(0.5),
+            p90: rank(0.9),
+            p99: rank(0.99),
+        }
     }
 }
 
@@ -152,7 +165,13 @@ pub fn find_patterns(trace: &Trace, pairs: &[CallPair], parent: &[u32]) -> Vec<P
 
 /// Writes `caller->tree` for the tree under `root`, without recursion so that deep
 /// trees cannot exhaust the stack.
-fn write_signature(trace: &Trace, pairs: &[CallPair], children: &ChildLists, root: u32, out: &mut String) {
+fn write_signature(
+    trace: &Trace,
+    pairs: &[CallPair],
+    children: &ChildLists,
+    root: u32,
+    out: &mut String,
+) {
     enum Step {
         Node(u32),
         Text(&'static str),
@@ -197,7 +216,11 @@ fn preorder(children: &ChildLists, root: u32, out: &mut Vec<(u32, u32)>) {
 fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> {
     let mut order = Vec::new();
     preorder(children, root, &mut order);
-    let index_of: HashMap<u32, u32> = order.iter().enumerate().map(|(i, &(call, _))| (call, i as u32)).collect();
+    let index_of: HashMap<u32, u32> = order
+        .iter()
+        .enumerate()
+        .map(|(i, &(call, _))| (call, i as u32))
+        .collect();
     order
         .iter()
         .map(|&(call, _)| Position {

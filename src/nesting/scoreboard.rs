@@ -17,10 +17,17 @@ pub struct Bins {
 impl Bins {
     /// Bins of ratio `base` from `floor` up to `ceiling` (both positive nanoseconds).
     pub fn new(base: f64, floor: Nanos, ceiling: Nanos) -> Self {
-        assert!(base > 1.0 && floor > 0 && ceiling > floor, "bins need base > 1 and 0 < floor < ceiling");
+        assert!(
+            base > 1.0 && floor > 0 && ceiling > floor,
+            "bins need base > 1 and 0 < floor < ceiling"
+        );
         let inv_ln_base = 1.0 / base.ln();
         let count = ((ceiling as f64 / floor as f64).ln() * inv_ln_base).floor() as usize + 1;
-        Bins { inv_ln_base, floor: floor as f64, count }
+        Bins {
+            inv_ln_base,
+            floor: floor as f64,
+            count,
+        }
     }
 
     /// The bin of a delay: ⌊log_base(delay / floor)⌋, clamped to the bins. Delays below
@@ -53,7 +60,11 @@ pub struct Scoreboard {
 impl Scoreboard {
     /// An empty scoreboard.
     pub fn new(bins: Bins) -> Self {
-        Scoreboard { bins, slots: HashMap::new(), weights: Vec::new() }
+        Scoreboard {
+            bins,
+            slots: HashMap::new(),
+            weights: Vec::new(),
+        }
     }
 
     /// Adds `weight` to the bin of `delay` in the histogram of (A = `parent_caller`,

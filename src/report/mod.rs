@@ -1,1 +1,119 @@
-//! x
+//! Rendering results for people and programs: ranking the patterns, then one file per
+//! output format behind the [`Render`] trait (table, dot, JSON, assignments), plus the
+//! run summary for stderr. Owns presentation only; every number comes from
+//! [`crate::nesting`].
+
+pub mod assignments;
+pub mod dot;
+pub mod json;
+pub mod summary;
+pub mod table;
+
+use crate::nesting::{NestOptions, Nesting};
+use crate::trace::Trace;
+use std::cmp::Ordering;
+use std::io::{self, Write};
+
+/// What orders the patterns, always descending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SortKey {
+    /// Number of path instances (the paper's order).
+    #[default]
+    Count,
+    /// Sum of the root latency over all instances: where the time goes overall.
+    Total,
+    /// Mean root latency: the slowest kinds of request.
+    Mean,
+}
+
+/// Which patterns to show, and in what order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ranking {
+    /// Sort key.
+    pub sort: SortKey,
+    /// Show at most this many.
+    pub top: Option<usize>,
+    /// Hide patterns seen fewer times than this.
+    pub min_count: u64,
+}
+
+impl Default for Ranking {
+    fn default() -> Self {
+        Ranking {
+            sort: SortKey::Count,
+            top: None,
+            min_count: 1,
+        }
+    }
+}
+
+/// A nesting result ready to render: the trace it came from and the ranked patterns.
+pub struct NestReport<'a> {
+    /// The input, for names.
+    pub trace: &'a Trace,
+    /// The result.
+    pub nesting: &'a Nesting,
+    /// The settings used.
+    pub options: &'a NestOptions,
+    /// How the patterns were ranked.
+    pub ranking: Ranking,
+    /// Indexes into `nesting.patterns`, best first, after `top` and `min_count`.
+    pub ranked: Vec<usize>,
+}
+
+impl<'a> NestReport<'a> {
+    /// Ranks the patterns. Ties fall to the higher count, then to the signature, so the
+    /// order never depends on hashing.
+    pub fn new(
+        trace: &'a Trace,
+        nesting: &'a Nesting,
+        options: &'a NestOptions,
+        ranking: Ranking,
+    ) -> Self {
+        let patterns = &nesting.patterns;
+        let mut ranked: Vec<usize> = (0..patterns.len())
+            .filter(|&i| patterns[i].count() >= ranking.min_count)
+            .collect();
+        ranked.sort_by(|&a, &b| {
+            let (pa, pb) = (&patterns[a], &patterns[b]);
+            let primary = match ranking.sort {
+                SortKey::Count => pb.count().cmp(&pa.count()),
+                SortKey::Total => pb.total_latency().cmp(&pa.total_latency()),
+                SortKey::Mean => pb
+                    .mean_latency()
+                    .partial_cmp(&pa.mean_latency())
+                    .unwrap_or(Ordering::Equal),
+            };
+            primary
+                .then_with(|| pb.count().cmp(&pa.count()))
+                .then_with(|| pa.signature.cmp(&pb.signature))
+        });
+        if let Some(top) = ranking.top {
+            ranked.truncate(top);
+        }
+        NestReport {
+            trace,
+            nesting,
+            options,
+            ranking,
+            ranked,
+        }
+    }
+
+    /// Patterns hidden by `top` or `min_count`.
+    pub fn hidden(&self) -> usize {
+        self.nesting.patterns.len() - self.ranked.len()
+    }
+}
+
+/// One output format.
+pub trait Render {
+    /// Writes the report in this format.
+    fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// Nanoseconds to seconds, for the formats that speak seconds.
+pub(crate) fn seconds(ns: f64) -> f64 {
+    ns / 1e9
+}

@@ -87,7 +87,15 @@ impl Message {
             End::Sent => (time, ABSENT),
             End::Received => (ABSENT, time),
         };
-        Message { sent, received, sender, receiver, call_id, truth, kind }
+        Message {
+            sent,
+            received,
+            sender,
+            receiver,
+            call_id,
+            truth,
+            kind,
+        }
     }
 
     /// When it left the sender, on the sender's clock.
@@ -237,7 +245,15 @@ impl TraceBuilder {
         let mut trace = self.trace;
         merge_ends(&mut trace.messages);
         trace.messages.sort_unstable_by_key(|m| {
-            (m.first_time(), m.sender, m.receiver, m.kind, m.call_id, m.sent, m.received)
+            (
+                m.first_time(),
+                m.sender,
+                m.receiver,
+                m.kind,
+                m.call_id,
+                m.sent,
+                m.received,
+            )
         });
         let stats = &mut trace.stats;
         stats.messages = trace.messages.len() as u64;
@@ -259,7 +275,9 @@ fn merge_ends(messages: &mut Vec<Message>) {
     // Within a key: sends (received == ABSENT) first, each side in time order.
     messages.sort_unstable_by_key(|m| {
         let side = m.sent() == None;
-        (m.sender, m.receiver, m.kind, m.call_id, side, m.sent, m.received, m.truth)
+        (
+            m.sender, m.receiver, m.kind, m.call_id, side, m.sent, m.received, m.truth,
+        )
     });
     let same_key = |a: &Message, b: &Message| {
         (a.sender, a.receiver, a.kind, a.call_id) == (b.sender, b.receiver, b.kind, b.call_id)
@@ -300,7 +318,15 @@ fn merge_ends(messages: &mut Vec<Message>) {
 mod tests {
     use super::*;
 
-    fn observe(b: &mut TraceBuilder, end: End, t: Nanos, kind: Kind, from: &str, to: &str, id: &str) {
+    fn observe(
+        b: &mut TraceBuilder,
+        end: End,
+        t: Nanos,
+        kind: Kind,
+        from: &str,
+        to: &str,
+        id: &str,
+    ) {
         let (s, r, c) = (b.node(from), b.node(to), b.call_id(id));
         b.push(Message::observed(end, t, kind, s, r, c, Truth::NONE));
     }
@@ -323,11 +349,24 @@ mod tests {
     #[test]
     fn repeated_keys_pair_in_time_order() {
         let mut b = TraceBuilder::new();
-        for (end, t) in [(End::Sent, 30), (End::Received, 12), (End::Sent, 10), (End::Received, 33), (End::Sent, 50)] {
+        for (end, t) in [
+            (End::Sent, 30),
+            (End::Received, 12),
+            (End::Sent, 10),
+            (End::Received, 33),
+            (End::Sent, 50),
+        ] {
             observe(&mut b, end, t, Kind::Call, "a", "b", "-");
         }
         let trace = b.finish();
-        let times: Vec<_> = trace.messages.iter().map(|m| (m.sent(), m.received())).collect();
-        assert_eq!(times, vec![(Some(10), Some(12)), (Some(30), Some(33)), (Some(50), None)]);
+        let times: Vec<_> = trace
+            .messages
+            .iter()
+            .map(|m| (m.sent(), m.received()))
+            .collect();
+        assert_eq!(
+            times,
+            vec![(Some(10), Some(12)), (Some(30), Some(33)), (Some(50), None)]
+        );
     }
 }

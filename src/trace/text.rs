@@ -66,17 +66,27 @@ pub enum LineProblem {
 }
 
 /// Reads text trace files into one builder. Files are read in the order given.
-pub fn read_files<P: AsRef<Path>>(paths: &[P], builder: &mut TraceBuilder) -> Result<(), TraceError> {
+pub fn read_files<P: AsRef<Path>>(
+    paths: &[P],
+    builder: &mut TraceBuilder,
+) -> Result<(), TraceError> {
     for path in paths {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| TraceError::Io { path: path.into(), source })?;
+        let file = File::open(path).map_err(|source| TraceError::Io {
+            path: path.into(),
+            source,
+        })?;
         read(path, BufReader::with_capacity(1 << 20, file), builder)?;
     }
     Ok(())
 }
 
 /// Reads one text trace from `reader`; `path` names it in errors.
-pub fn read(path: &Path, mut reader: impl BufRead, builder: &mut TraceBuilder) -> Result<(), TraceError> {
+pub fn read(
+    path: &Path,
+    mut reader: impl BufRead,
+    builder: &mut TraceBuilder,
+) -> Result<(), TraceError> {
     builder.stats_mut().files += 1;
     let mut buf = Vec::with_capacity(256);
     let mut line_no = 0u64;
@@ -84,7 +94,10 @@ pub fn read(path: &Path, mut reader: impl BufRead, builder: &mut TraceBuilder) -
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|source| TraceError::Io { path: path.into(), source })?;
+            .map_err(|source| TraceError::Io {
+                path: path.into(),
+                source,
+            })?;
         if n == 0 {
             return Ok(());
         }
@@ -137,8 +150,14 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
     let sender = builder.node(node_name(fields[2])?);
     let receiver = builder.node(node_name(fields[3])?);
     let call_id = builder.call_id(utf8(fields[4])?);
-    let truth = if count == 6 { builder.truth(utf8(fields[5])?) } else { Truth::NONE };
-    builder.push(Message::observed(end, time, kind, sender, receiver, call_id, truth));
+    let truth = if count == 6 {
+        builder.truth(utf8(fields[5])?)
+    } else {
+        Truth::NONE
+    };
+    builder.push(Message::observed(
+        end, time, kind, sender, receiver, call_id, truth,
+    ));
     Ok(true)
 }
 
@@ -199,7 +218,11 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
         time::push_seconds(&mut line, t);
         line.push(' ');
         line.push_str(op_text(m.kind, end));
-        for field in [trace.node_name(m.sender), trace.node_name(m.receiver), trace.call_id_text(m.call_id)] {
+        for field in [
+            trace.node_name(m.sender),
+            trace.node_name(m.receiver),
+            trace.call_id_text(m.call_id),
+        ] {
             line.push(' ');
             line.push_str(field);
         }
@@ -253,44 +276,77 @@ mod tests {
         assert_eq!(trace.stats.observations, 9);
         assert_eq!(trace.messages.len(), 6);
         let first = trace.messages[0];
-        assert_eq!((first.sent(), first.received()), (Some(1_500_000_000), Some(1_600_000_000)));
+        assert_eq!(
+            (first.sent(), first.received()),
+            (Some(1_500_000_000), Some(1_600_000_000))
+        );
         assert_eq!(trace.truth_text(first.truth), Some("t1"));
         assert_eq!(trace.call_id_text(trace.messages[5].call_id), "-");
     }
 
     #[test]
     fn too_few_fields_names_the_line() {
-        assert_eq!(problem("1 CALL a b x\n2 CALL a b\n"), (2, LineProblem::MissingFields(4)));
+        assert_eq!(
+            problem("1 CALL a b x\n2 CALL a b\n"),
+            (2, LineProblem::MissingFields(4))
+        );
     }
 
     #[test]
     fn too_many_fields_names_the_line() {
-        assert_eq!(problem("1 CALL a b x t extra\n"), (1, LineProblem::TooManyFields(7)));
+        assert_eq!(
+            problem("1 CALL a b x t extra\n"),
+            (1, LineProblem::TooManyFields(7))
+        );
     }
 
     #[test]
     fn bad_timestamp_says_why() {
         let (line, p) = problem("\n1.0000000001 CALL a b x\n");
         assert_eq!(line, 2);
-        assert_eq!(p, LineProblem::BadTimestamp { text: "1.0000000001".into(), reason: TimeError::TooPrecise });
-        assert!(matches!(problem("12:00 CALL a b x\n").1, LineProblem::BadTimestamp { reason: TimeError::NotDecimal, .. }));
+        assert_eq!(
+            p,
+            LineProblem::BadTimestamp {
+                text: "1.0000000001".into(),
+                reason: TimeError::TooPrecise
+            }
+        );
+        assert!(matches!(
+            problem("12:00 CALL a b x\n").1,
+            LineProblem::BadTimestamp {
+                reason: TimeError::NotDecimal,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn unknown_op_is_named() {
-        assert_eq!(problem("1 CALLED a b x\n").1, LineProblem::UnknownOp("CALLED".into()));
+        assert_eq!(
+            problem("1 CALLED a b x\n").1,
+            LineProblem::UnknownOp("CALLED".into())
+        );
     }
 
     #[test]
     fn reserved_characters_in_node_names_are_refused() {
-        assert_eq!(problem("1 CALL a(1) b x\n").1, LineProblem::ReservedCharacter("a(1)".into()));
+        assert_eq!(
+            problem("1 CALL a(1) b x\n").1,
+            LineProblem::ReservedCharacter("a(1)".into())
+        );
     }
 
     #[test]
     fn invalid_utf8_is_refused() {
         let mut b = TraceBuilder::new();
         let err = read(Path::new("t"), &b"1 CALL \xff b x\n"[..], &mut b).unwrap_err();
-        assert!(matches!(err, TraceError::BadLine { problem: LineProblem::NotUtf8, .. }));
+        assert!(matches!(
+            err,
+            TraceError::BadLine {
+                problem: LineProblem::NotUtf8,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -304,7 +360,8 @@ mod tests {
 
     #[test]
     fn write_then_read_is_exact_to_the_nanosecond() {
-        let text = "1655760362.581506001 CALL_SENT a b x t1\n1655760362.581506 CALL_RECV a b x t1\n\
+        let text =
+            "1655760362.581506001 CALL_SENT a b x t1\n1655760362.581506 CALL_RECV a b x t1\n\
                     1655760363.000000009 RET_SENT b a x t1\n1655760362.9 MSG_SENT a c -\n";
         let trace = parse(text).unwrap();
         let mut out = Vec::new();
@@ -312,7 +369,10 @@ mod tests {
         let again = parse(std::str::from_utf8(&out).unwrap()).unwrap();
         assert_eq!(again.messages.len(), trace.messages.len());
         for (a, b) in trace.messages.iter().zip(&again.messages) {
-            assert_eq!((a.sent(), a.received(), a.kind), (b.sent(), b.received(), b.kind));
+            assert_eq!(
+                (a.sent(), a.received(), a.kind),
+                (b.sent(), b.received(), b.kind)
+            );
             assert_eq!(trace.node_name(a.sender), again.node_name(b.sender));
             assert_eq!(trace.call_id_text(a.call_id), again.call_id_text(b.call_id));
             assert_eq!(trace.truth_text(a.truth), again.truth_text(b.truth));

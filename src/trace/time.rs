@@ -152,7 +152,10 @@ mod tests {
 
     #[test]
     fn seconds_parse_exactly_to_the_nanosecond() {
-        assert_eq!(parse_seconds(b"1047680084.482205"), Ok(1_047_680_084_482_205_000));
+        assert_eq!(
+            parse_seconds(b"1047680084.482205"),
+            Ok(1_047_680_084_482_205_000)
+        );
         assert_eq!(parse_seconds(b"1.000000001"), Ok(1_000_000_001));
         assert_eq!(parse_seconds(b"7"), Ok(7 * NANOS_PER_SEC));
         assert_eq!(parse_seconds(b".5"), Ok(500_000_000));
@@ -166,15 +169,30 @@ mod tests {
         assert_eq!(parse_seconds(b"12a"), Err(TimeError::NotDecimal));
         assert_eq!(parse_seconds(b"1.2.3"), Err(TimeError::NotDecimal));
         assert_eq!(parse_seconds(b"1.0000000001"), Err(TimeError::TooPrecise));
-        assert_eq!(parse_seconds(b"99999999999999999999"), Err(TimeError::OutOfRange));
+        assert_eq!(
+            parse_seconds(b"99999999999999999999"),
+            Err(TimeError::OutOfRange)
+        );
     }
 
     #[test]
     fn seconds_round_trip_through_text() {
-        for t in [0, 1, 999, 1_000, 1_655_760_362_581_506_000, 1_655_760_362_581_506_123, -1_500_000_000, -7] {
+        for t in [
+            0,
+            1,
+            999,
+            1_000,
+            1_655_760_362_581_506_000,
+            1_655_760_362_581_506_123,
+            -1_500_000_000,
+            -7,
+        ] {
             assert_eq!(parse_seconds(format_seconds(t).as_bytes()), Ok(t), "{t}");
         }
-        assert_eq!(format_seconds(1_655_760_362_581_506_000), "1655760362.581506");
+        assert_eq!(
+            format_seconds(1_655_760_362_581_506_000),
+            "1655760362.581506"
+        );
         assert_eq!(format_seconds(-7), "-0.000000007");
     }
 

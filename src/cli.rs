@@ -1,0 +1,193 @@
+//! Command-line flags and the thin glue from flags to library calls.
+
+use anyhow::{Context, Result};
+use blackbox::nesting::{self, parents::Penalties, NestOptions};
+use blackbox::report::{
+    self, assignments::Assignments, json::Json, table::Table, NestReport, Ranking, Render, SortKey,
+};
+use blackbox::trace::{text, time, Nanos, TraceBuilder};
+use clap::{Args, Parser, Subcommand};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+/// Infer the causal paths of requests through a distributed system of black boxes from
+/// message traces, and see which node on which path adds the latency.
+#[derive(Parser)]
+#[command(
+    name = "blackbox",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Infer call-path patterns from RPC traces with the nesting algorithm (paper §5.1).
+    ///
+    /// Reads text traces (`<timestamp> <op> <sender> <receiver> <call-id> [<truth>]`, one
+    /// message end per line; several files are merged), pairs calls with returns, scores
+    /// every call's possible parents against the delays seen in the whole trace, and
+    /// prints the path patterns ranked, with their latencies. A summary of what was read
+    /// and skipped goes to stderr.
+    Nest(NestArgs),
+}
+
+#[derive(Args)]
+struct NestArgs {
+    /// Text trace files, merged into one trace.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+
+    /// Show only the first N patterns.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+
+    /// Order of the patterns, most first.
+    #[arg(long, value_enum, default_value_t = SortKey::Count)]
+    sort: SortKey,
+
+    /// Hide patterns seen fewer than N times.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    min_count: u64,
+
+    /// Write one Graphviz file per shown pattern (pattern-001.dot, ...) into DIR, in the
+    /// paper's Figure 8 style.
+    #[arg(long, value_name = "DIR")]
+    dot: Option<PathBuf>,
+
+    /// Write the patterns, latency distributions and input counts as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Write the parent chosen for every call (tab separated: sender receiver call_id
+    /// call_time parent_sender parent_receiver parent_call_id; `-` for roots).
+    #[arg(long, value_name = "FILE")]
+    assignments: Option<PathBuf>,
+
+    /// Do not print the summary of what was read and skipped.
+    #[arg(long, short)]
+    quiet: bool,
+
+    #[command(flatten)]
+    algorithm: AlgorithmArgs,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Algorithm (paper defaults)")]
+struct AlgorithmArgs {
+    /// Loosen the test "parent encloses child" by this much, to tolerate clock skew
+    /// between hosts when messages were seen at one end only (e.g. 30ms; paper §7.5.6).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
+    skew_window: Nanos,
+
+    /// Smooth each delay histogram with a Gaussian of this many bins (0 = off); helps
+    /// with skewed clocks.
+    #[arg(long, value_name = "BINS", default_value_t = 0.0)]
+    smooth: f64,
+
+    /// Overlapping-child penalty exponent x: a parent's score is multiplied by (1+n)^-x
+    /// where n of its children already overlap the call in time.
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    overlap_penalty: f64,
+
+    /// Same-child penalty exponent y: (1+n)^-y for n children already calling the same node.
+    #[arg(long, value_name = "Y", default_value_t = 0.0)]
+    same_penalty: f64,
+
+    /// Generic-child penalty exponent z: (1+n)^-z for n children already assigned.
+    #[arg(long, value_name = "Z", default_value_t = 0.0)]
+    generic_penalty: f64,
+
+    /// Ratio between successive delay bins of the scoreboard.
+    #[arg(long, value_name = "RATIO", default_value_t = 1.05)]
+    bin_base: f64,
+
+    /// Delays below this share the first bin.
+    #[arg(long, value_name = "DURATION", default_value = "1us", value_parser = duration)]
+    bin_floor: Nanos,
+
+    /// Delays above this share the last bin.
+    #[arg(long, value_name = "DURATION", default_value = "7200s", value_parser = duration)]
+    bin_ceiling: Nanos,
+}
+
+fn duration(text: &str) -> Result<Nanos, String> {
+    time::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// Parses the command line and runs the command.
+pub fn run() -> Result<()> {
+    match Cli::parse().command {
+        Command::Nest(args) => nest(args),
+    }
+}
+
+fn nest(args: NestArgs) -> Result<()> {
+    let a = &args.algorithm;
+    let options = NestOptions {
+        skew_window: a.skew_window,
+        bin_base: a.bin_base,
+        bin_floor: a.bin_floor,
+        bin_ceiling: a.bin_ceiling,
+        smoothing: a.smooth,
+        penalties: Penalties {
+            overlap: a.overlap_penalty,
+            same_callee: a.same_penalty,
+            any_child: a.generic_penalty,
+        },
+    };
+    let mut builder = TraceBuilder::new();
+    text::read_files(&args.files, &mut builder)?;
+    let trace = builder.finish();
+    let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
+    let ranking = Ranking {
+        sort: args.sort,
+        top: args.top,
+        min_count: args.min_count,
+    };
+    let report = NestReport::new(&trace, &nesting, &options, ranking);
+
+    if !args.quiet {
+        let stderr = io::stderr();
+        report::summary::write(
+            &trace.stats,
+            &nesting.stats,
+            nesting.patterns.len(),
+            &mut stderr.lock(),
+        )?;
+    }
+    if let Some(path) = &args.json {
+        write_file(path, &Json, &report)?;
+    }
+    if let Some(path) = &args.assignments {
+        write_file(path, &Assignments, &report)?;
+    }
+    if let Some(dir) = &args.dot {
+        report::dot::write_dir(&report, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+    }
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    Table.render(&report, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn describe(files: &[PathBuf]) -> String {
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    names.join(", ")
+}
+
+fn write_file(path: &PathBuf, format: &dyn Render, report: &NestReport<'_>) -> Result<()> {
+    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    format
+        .render(report, &mut out)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("writing {}", path.display()))
+}

@@ -1,0 +1,123 @@
+//! Graphviz dot, one graph per pattern, in the style of the paper's Figure 8: the first
+//! edge carries the pattern's count and total latency, each node its name and mean
+//! latency (children included), each further edge the mean call delay.
+
+use super::{NestReport, Render};
+use crate::nesting::patterns::{Pattern, Summary};
+use crate::trace::time::human_duration;
+use graphviz_rust::dot_structures::{
+    Attribute, Edge, EdgeTy, Graph, Id, Node, NodeId, Stmt, Vertex,
+};
+use graphviz_rust::printer::{DotPrinter, PrinterContext};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The dot graph of the pattern at one rank (1-based).
+pub struct Dot {
+    /// Which ranked pattern.
+    pub rank: usize,
+}
+
+impl Render for Dot {
+    fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let Some(&index) = report.ranked.get(self.rank.wrapping_sub(1)) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no pattern at rank {}", self.rank),
+            ));
+        };
+        let graph = graph(report, &report.nesting.patterns[index], self.rank);
+        let mut context = PrinterContext::default();
+        context.with_semi();
+        out.write_all(graph.print(&mut context).as_bytes())?;
+        out.write_all(b"\n")
+    }
+}
+
+/// Writes `pattern-NNN.dot` for every ranked pattern into `dir` (created if missing),
+/// returning the paths written.
+pub fn write_dir(report: &NestReport<'_>, dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let width = report.ranked.len().to_string().len().max(3);
+    (1..=report.ranked.len())
+        .map(|rank| {
+            let path = dir.join(format!("pattern-{rank:0width$}.dot"));
+            let mut file = io::BufWriter::new(std::fs::File::create(&path)?);
+            Dot { rank }.render(report, &mut file)?;
+            file.flush()?;
+            Ok(path)
+        })
+        .collect()
+}
+
+fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
+    let name = |id| report.trace.node_name(id);
+    let mut stmts = vec![
+        Stmt::Attribute(attr("label", &format!("#{rank}  {}", pattern.signature))),
+        Stmt::Attribute(attr("labelloc", "t")),
+        Stmt::Node(Node::new(
+            node_id("caller"),
+            vec![
+                attr("label", name(pattern.positions[0].caller)),
+                attr("shape", "plaintext"),
+            ],
+        )),
+    ];
+    for (i, position) in pattern.positions.iter().enumerate() {
+        let latency = human_duration(Summary::of(&position.latencies).mean);
+        let label = format!("{}\n{latency}", name(position.node));
+        stmts.push(Stmt::Node(Node::new(
+            node_id(&format!("n{i}")),
+            vec![attr("label", &label)],
+        )));
+    }
+    let first = format!(
+        "{} × {} total",
+        pattern.count(),
+        human_duration(pattern.total_latency() as f64)
+    );
+    stmts.push(edge("caller", "n0", &first));
+    for (i, position) in pattern.positions.iter().enumerate() {
+        for &child in &position.children {
+            let delay =
+                human_duration(Summary::of(&pattern.positions[child as usize].call_delays).mean);
+            stmts.push(edge(&format!("n{i}"), &format!("n{child}"), &delay));
+        }
+    }
+    Graph::DiGraph {
+        id: Id::Escaped(quote(&format!("pattern {rank}"))),
+        strict: false,
+        stmts,
+    }
+}
+
+fn node_id(id: &str) -> NodeId {
+    NodeId(Id::Plain(id.to_owned()), None)
+}
+
+fn attr(key: &str, value: &str) -> Attribute {
+    Attribute(Id::Plain(key.to_owned()), Id::Escaped(quote(value)))
+}
+
+fn edge(from: &str, to: &str, label: &str) -> Stmt {
+    Stmt::Edge(Edge {
+        ty: EdgeTy::Pair(Vertex::N(node_id(from)), Vertex::N(node_id(to))),
+        attributes: vec![attr("label", label)],
+    })
+}
+
+/// A dot string literal; `\n` becomes dot's centred line break.
+fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

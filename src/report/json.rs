@@ -1,0 +1,118 @@
+//! The JSON report of the design: `algorithm`, `input` counts (with every reason for
+//! skipping), the options used, and the ranked patterns with per-node latency and
+//! call-delay distributions in seconds.
+
+use super::{seconds, NestReport, Render};
+use crate::nesting::patterns::{Pattern, Summary};
+use serde::Serialize;
+use std::io::{self, Write};
+
+/// The JSON report.
+pub struct Json;
+
+#[derive(Serialize)]
+struct Document<'a> {
+    algorithm: &'static str,
+    input: Input<'a>,
+    options: &'a crate::nesting::NestOptions,
+    sort: super::SortKey,
+    patterns_total: usize,
+    patterns: Vec<PatternOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct Input<'a> {
+    #[serde(flatten)]
+    read: &'a crate::trace::InputStats,
+    #[serde(flatten)]
+    nesting: &'a crate::nesting::NestStats,
+}
+
+#[derive(Serialize)]
+struct PatternOut<'a> {
+    rank: usize,
+    signature: &'a str,
+    count: u64,
+    total_latency_s: f64,
+    mean_latency_s: f64,
+    tree: NodeOut<'a>,
+}
+
+#[derive(Serialize)]
+struct NodeOut<'a> {
+    node: &'a str,
+    caller: &'a str,
+    latency_s: Distribution,
+    call_delay_s: Distribution,
+    children: Vec<NodeOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct Distribution {
+    mean: f64,
+    p50: f64,
+    p90: f64,
+    p99: f64,
+}
+
+impl From<Summary> for Distribution {
+    fn from(s: Summary) -> Self {
+        Distribution {
+            mean: seconds(s.mean),
+            p50: seconds(s.p50 as f64),
+            p90: seconds(s.p90 as f64),
+            p99: seconds(s.p99 as f64),
+        }
+    }
+}
+
+impl Render for Json {
+    fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let patterns = report
+            .ranked
+            .iter()
+            .enumerate()
+            .map(|(rank, &i)| {
+                let p = &report.nesting.patterns[i];
+                PatternOut {
+                    rank: rank + 1,
+                    signature: &p.signature,
+                    count: p.count(),
+                    total_latency_s: seconds(p.total_latency() as f64),
+                    mean_latency_s: seconds(p.mean_latency()),
+                    tree: node(report, p, 0),
+                }
+            })
+            .collect();
+        let document = Document {
+            algorithm: "nesting",
+            input: Input {
+                read: &report.trace.stats,
+                nesting: &report.nesting.stats,
+            },
+            options: report.options,
+            sort: report.ranking.sort,
+            patterns_total: report.nesting.patterns.len(),
+            patterns,
+        };
+        serde_json::to_writer_pretty(&mut *out, &document)?;
+        out.write_all(b"\n")
+    }
+}
+
+/// The tree under one position. Pattern depth is bounded by what a signature can say,
+/// and signatures of real systems are shallow, so recursion is fine here.
+fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> NodeOut<'a> {
+    let pos = &pattern.positions[position as usize];
+    NodeOut {
+        node: report.trace.node_name(pos.node),
+        caller: report.trace.node_name(pos.caller),
+        latency_s: Summary::of(&pos.latencies).into(),
+        call_delay_s: Summary::of(&pos.call_delays).into(),
+        children: pos
+            .children
+            .iter()
+            .map(|&c| node(report, pattern, c))
+            .collect(),
+    }
+}

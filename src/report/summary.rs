@@ -1,0 +1,63 @@
+//! The run summary for stderr: what was read, what was set aside and why, and what the
+//! algorithm found. Every skipped line or message appears here with its reason.
+
+use crate::nesting::NestStats;
+use crate::trace::InputStats;
+use std::io::{self, Write};
+
+/// Writes the summary of reading and nesting.
+pub fn write(
+    input: &InputStats,
+    nest: &NestStats,
+    patterns: usize,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "read {} line{} from {} file{}: {} observation{} -> {} message{} ({} seen at both ends, {} at the sender only, {} at the receiver only); {} blank or comment line{}",
+        input.lines,
+        plural(input.lines),
+        input.files,
+        plural(input.files),
+        input.observations,
+        plural(input.observations),
+        input.messages,
+        plural(input.messages),
+        input.seen_at_both_ends,
+        input.seen_at_sender_only,
+        input.seen_at_receiver_only,
+        input.blank_or_comment_lines,
+        plural(input.blank_or_comment_lines),
+    )?;
+    writeln!(
+        out,
+        "skipped: {} unmatched call{}, {} unmatched return{}, {} free-form message{} (not RPC)",
+        nest.pairing.unmatched_calls,
+        plural(nest.pairing.unmatched_calls),
+        nest.pairing.unmatched_returns,
+        plural(nest.pairing.unmatched_returns),
+        nest.pairing.free_messages,
+        plural(nest.pairing.free_messages),
+    )?;
+    writeln!(
+        out,
+        "nesting: {} call pair{}, {} path instance{} in {} pattern{}; mean per-node parallelism {:.2}; {} parent cycle{} cut",
+        nest.call_pairs,
+        plural(nest.call_pairs),
+        nest.roots,
+        plural(nest.roots),
+        patterns,
+        plural(patterns as u64),
+        nest.mean_parallelism,
+        nest.cycles_broken,
+        plural(nest.cycles_broken),
+    )
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

@@ -1,0 +1,63 @@
+//! The ranked table on stdout: rank, count, total and mean latency, signature.
+
+use super::{NestReport, Render};
+use crate::trace::time::human_duration;
+use std::io::{self, Write};
+
+/// The plain-text table.
+pub struct Table;
+
+impl Render for Table {
+    fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let rows: Vec<[String; 5]> = report
+            .ranked
+            .iter()
+            .enumerate()
+            .map(|(rank, &i)| {
+                let p = &report.nesting.patterns[i];
+                [
+                    (rank + 1).to_string(),
+                    p.count().to_string(),
+                    human_duration(p.total_latency() as f64),
+                    human_duration(p.mean_latency()),
+                    p.signature.clone(),
+                ]
+            })
+            .collect();
+        let header = ["rank", "count", "total latency", "mean latency", "pattern"];
+        let mut widths = header.map(str::len);
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: &[&str]| {
+            format!(
+                "{:>w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}\n",
+                cells[0],
+                cells[1],
+                cells[2],
+                cells[3],
+                cells[4],
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2],
+                w3 = widths[3]
+            )
+        };
+        out.write_all(line(&header).as_bytes())?;
+        for row in &rows {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            out.write_all(line(&cells).as_bytes())?;
+        }
+        let hidden = report.hidden();
+        if hidden > 0 {
+            writeln!(
+                out,
+                "({hidden} more pattern{} not shown; see --top and --min-count)",
+                if hidden == 1 { "" } else { "s" }
+            )?;
+        }
+        Ok(())
+    }
+}

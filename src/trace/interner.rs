@@ -51,6 +51,24 @@ impl Interner {
         slice(&self.bytes, &self.ends, id)
     }
 
+    /// Renumbers the strings in byte order and returns, for each old id, its new id.
+    /// Ids that order like their strings make every later tie-break independent of the
+    /// order in which input was read.
+    pub fn sort(&mut self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.resolve(a).cmp(self.resolve(b)));
+        let mut sorted = Interner::new();
+        for &old in &order {
+            sorted.intern(self.resolve(old));
+        }
+        let mut new_of_old = vec![0u32; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_of_old[old as usize] = new as u32;
+        }
+        *self = sorted;
+        new_of_old
+    }
+
     /// How many distinct strings there are.
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -91,6 +109,17 @@ mod tests {
         assert_eq!(names.get("db"), Some(b));
         assert_eq!(names.get("auth"), None);
         assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn sorting_renumbers_in_string_order() {
+        let mut names = Interner::new();
+        for n in ["web", "db", "auth"] {
+            names.intern(n);
+        }
+        assert_eq!(names.sort(), vec![2, 1, 0]);
+        assert_eq!((names.resolve(0), names.resolve(2)), ("auth", "web"));
+        assert_eq!(names.get("db"), Some(1));
     }
 
     #[test]

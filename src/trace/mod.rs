@@ -30,7 +30,7 @@ pub enum End {
     Received,
 }
 
-/// Interned node name.
+/// Interned node name. After [`TraceBuilder::finish`], ids order like the names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(pub u32);
 
@@ -243,6 +243,7 @@ impl TraceBuilder {
     /// Merges the two ends of each message and orders the trace by time.
     pub fn finish(self) -> Trace {
         let mut trace = self.trace;
+        canonical_ids(&mut trace);
         merge_ends(&mut trace.messages);
         trace.messages.sort_unstable_by_key(|m| {
             (
@@ -265,6 +266,24 @@ impl TraceBuilder {
             }
         }
         trace
+    }
+}
+
+/// Renumbers nodes, call ids and truth tags in name order, so that ties between equal
+/// times break the same way whatever order the input was read in.
+fn canonical_ids(trace: &mut Trace) {
+    let nodes = trace.nodes.sort();
+    let calls = trace.call_ids.sort();
+    let truths = trace.truths.sort();
+    for m in &mut trace.messages {
+        m.sender = NodeId(nodes[m.sender.0 as usize]);
+        m.receiver = NodeId(nodes[m.receiver.0 as usize]);
+        if m.call_id != CallId::NONE {
+            m.call_id = CallId(calls[m.call_id.0 as usize]);
+        }
+        if m.truth != Truth::NONE {
+            m.truth = Truth(truths[m.truth.0 as usize]);
+        }
     }
 }
 

@@ -1,0 +1,543 @@
+//! End-to-end tests of `blackbox nest`: every flag on the shipped sample trace, the
+//! paper's worked examples, and every kind of bad input. Golden files live in
+//! `tests/data/`; `BLACKBOX_BLESS=1 cargo test` rewrites them from the current output.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const SAMPLE: &str = "traces/multitier-sample.trace";
+
+fn blackbox() -> Command {
+    Command::cargo_bin("blackbox").expect("the binary is built")
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = blackbox()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out).expect("UTF-8 output")
+}
+
+/// Compares with a golden file, or rewrites it when BLACKBOX_BLESS is set.
+fn golden(name: &str, actual: &str) {
+    let path = data(name);
+    if std::env::var_os("BLACKBOX_BLESS").is_some() {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {}; run with BLACKBOX_BLESS=1",
+            path.display()
+        )
+    });
+    assert_eq!(actual, expected, "output differs from {}", path.display());
+}
+
+#[test]
+fn table_of_the_sample_matches_golden() {
+    golden(
+        "multitier-sample.table",
+        &stdout_of(&["nest", "--quiet", SAMPLE]),
+    );
+}
+
+#[test]
+fn figure_2_prints_a_calls_b_calls_c_and_d() {
+    let out = stdout_of(&["nest", "-q", data("figure2.trace").to_str().unwrap()]);
+    assert_eq!(
+        out,
+        "rank  count  total latency  mean latency  pattern\n   1      1        10.00 s       10.00 s  A->B(C,D)\n"
+    );
+}
+
+#[test]
+fn figure_5_json_shows_the_medium_delays() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+            data("figure5.trace").to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let pattern = &doc["patterns"][0];
+    assert_eq!(pattern["signature"], "A->B(C)");
+    assert_eq!(pattern["count"], 2);
+    let child = &pattern["tree"]["children"][0];
+    assert_eq!(child["call_delay_s"]["mean"], 2.0);
+    assert_eq!(child["call_delay_s"]["p99"], 2.0);
+}
+
+#[test]
+fn top_limits_rows_and_says_how_many_are_hidden() {
+    let out = stdout_of(&["nest", "-q", "--top", "3", SAMPLE]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[1].trim_start().starts_with("1 "));
+    assert!(lines[4].starts_with("(50 more patterns not shown"), "{out}");
+}
+
+#[test]
+fn min_count_hides_rare_patterns() {
+    let out = stdout_of(&["nest", "-q", "--min-count", "30", SAMPLE]);
+    let counts: Vec<u64> = out
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with('('))
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(!counts.is_empty());
+    assert!(counts.iter().all(|&c| c >= 30), "{counts:?}");
+}
+
+#[test]
+fn sort_orders_by_the_chosen_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (key, field) in [
+        ("count", "count"),
+        ("total", "total_latency_s"),
+        ("mean", "mean_latency_s"),
+    ] {
+        let json = dir.path().join(format!("{key}.json"));
+        blackbox()
+            .args([
+                "nest",
+                "-q",
+                "--sort",
+                key,
+                "--json",
+                json.to_str().unwrap(),
+                SAMPLE,
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .assert()
+            .success();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        let values: Vec<f64> = doc["patterns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[field].as_f64().unwrap())
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[0] >= w[1]),
+            "--sort {key} not descending: {values:?}"
+        );
+        assert_eq!(doc["sort"], key);
+    }
+}
+
+#[test]
+fn json_has_the_design_fields_and_input_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--top",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+            SAMPLE,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .assert()
+        .success();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(doc["algorithm"], "nesting");
+    assert_eq!(doc["input"]["messages"], 3916);
+    assert_eq!(doc["input"]["call_pairs"], 1958);
+    for key in [
+        "unmatched_calls",
+        "unmatched_returns",
+        "free_messages",
+        "blank_or_comment_lines",
+        "cycles_broken",
+    ] {
+        assert!(doc["input"][key].is_u64(), "input.{key} missing");
+    }
+    assert_eq!(doc["patterns_total"], 53);
+    let patterns = doc["patterns"].as_array().unwrap();
+    assert_eq!(patterns.len(), 2);
+    let first = &patterns[0];
+    assert_eq!(first["rank"], 1);
+    let count = first["count"].as_f64().unwrap();
+    let total = first["total_latency_s"].as_f64().unwrap();
+    assert!((first["mean_latency_s"].as_f64().unwrap() - total / count).abs() < 1e-12);
+    let tree = &first["tree"];
+    assert_eq!(tree["caller"], "client");
+    for key in ["mean", "p50", "p90", "p99"] {
+        assert!(tree["latency_s"][key].is_f64() && tree["call_delay_s"][key].is_f64());
+    }
+    assert!((tree["latency_s"]["mean"].as_f64().unwrap() - total / count).abs() < 1e-12);
+    let signature = first["signature"].as_str().unwrap();
+    let child_names: Vec<&str> = tree["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["node"].as_str().unwrap())
+        .collect();
+    assert!(
+        signature.starts_with(&format!(
+            "client->{}({}",
+            tree["node"].as_str().unwrap(),
+            child_names[0]
+        )),
+        "{signature}"
+    );
+}
+
+#[test]
+fn assignments_give_every_call_a_parent_row_in_the_design_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("assign.tsv");
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--assignments",
+            path.to_str().unwrap(),
+            data("figure2.trace").to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "A\tB\t1\t1.000000\t-\t-\t-\nB\tC\t2\t3.000000\tA\tB\t1\nB\tD\t3\t7.000000\tA\tB\t1\n"
+    );
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--assignments",
+            path.to_str().unwrap(),
+            SAMPLE,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1958);
+    assert!(text.lines().all(|l| l.split('\t').count() == 7));
+    assert_eq!(
+        text.lines().filter(|l| l.ends_with("\t-\t-\t-")).count(),
+        500
+    );
+}
+
+#[test]
+fn dot_writes_one_figure_8_graph_per_shown_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("graphs");
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--top",
+            "4",
+            "--dot",
+            out.to_str().unwrap(),
+            SAMPLE,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .assert()
+        .success();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "pattern-001.dot",
+            "pattern-002.dot",
+            "pattern-003.dot",
+            "pattern-004.dot"
+        ]
+    );
+    golden(
+        "multitier-sample-pattern-001.dot",
+        &std::fs::read_to_string(out.join("pattern-001.dot")).unwrap(),
+    );
+}
+
+#[test]
+fn dot_of_figure_2_labels_nodes_with_latency_and_edges_with_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--dot",
+            dir.path().to_str().unwrap(),
+            data("figure2.trace").to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let dot = std::fs::read_to_string(dir.path().join("pattern-001.dot")).unwrap();
+    for expected in [
+        r#"caller -> n0 [label="1 × 10.00 s total"]"#,
+        r#"n0[label="B\n10.00 s"]"#,
+        r#"n0 -> n1 [label="2.000 s"]"#,
+        r#"n0 -> n2 [label="6.000 s"]"#,
+        r#"n2[label="D\n2.000 s"]"#,
+    ] {
+        assert!(dot.contains(expected), "missing {expected} in\n{dot}");
+    }
+}
+
+#[test]
+fn algorithm_flags_are_accepted_and_change_the_result() {
+    let base = stdout_of(&["nest", "-q", SAMPLE]);
+    let no_overlap = stdout_of(&["nest", "-q", "--overlap-penalty", "0", SAMPLE]);
+    assert_ne!(
+        base, no_overlap,
+        "the overlap penalty should matter on an overlapping trace"
+    );
+    let same = stdout_of(&["nest", "-q", "--same-penalty", "3", SAMPLE]);
+    assert_ne!(base, same);
+    let generic = stdout_of(&["nest", "-q", "--generic-penalty", "3", SAMPLE]);
+    assert_ne!(base, generic);
+    let coarse = stdout_of(&[
+        "nest",
+        "-q",
+        "--bin-base",
+        "2",
+        "--bin-floor",
+        "1ms",
+        "--bin-ceiling",
+        "10s",
+        SAMPLE,
+    ]);
+    assert_ne!(base, coarse);
+    // Skew window and smoothing run; on a skew-free trace they must not lose instances.
+    let skew = stdout_of(&[
+        "nest",
+        "-q",
+        "--skew-window",
+        "200us",
+        "--smooth",
+        "2",
+        SAMPLE,
+    ]);
+    let total = |table: &str| {
+        table
+            .lines()
+            .skip(1)
+            .filter(|l| !l.starts_with('('))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(total(&base), 500);
+    assert!(total(&skew) <= 500 && total(&skew) > 0);
+}
+
+#[test]
+fn several_files_are_merged_into_one_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.trace"), dir.path().join("b.trace"));
+    std::fs::write(
+        &a,
+        "1 CALL_SENT A B 1\n3 CALL_SENT B C 2\n5 RET_RECV C B 2\n11 RET_RECV B A 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "1.1 CALL_RECV A B 1\n3.1 CALL_RECV B C 2\n4.9 RET_SENT C B 2\n10.9 RET_SENT B A 1\n",
+    )
+    .unwrap();
+    blackbox()
+        .args(["nest", a.to_str().unwrap(), b.to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("A->B(C)"))
+        .stderr(
+            predicate::str::contains("from 2 files")
+                .and(predicate::str::contains("4 seen at both ends")),
+        );
+}
+
+#[test]
+fn summary_on_stderr_counts_what_was_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.trace");
+    std::fs::write(
+        &t,
+        "# c\n1 CALL A B 1\n2 RET B A 1\n3 CALL A B 2\n4 RET B A 9\n5 MSG A C -\n",
+    )
+    .unwrap();
+    blackbox()
+        .args(["nest", t.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("1 blank or comment line")
+                .and(predicate::str::contains("1 unmatched call,"))
+                .and(predicate::str::contains("1 unmatched return,"))
+                .and(predicate::str::contains("1 free-form message")),
+        );
+}
+
+#[test]
+fn a_line_missing_a_field_is_named_with_file_and_line() {
+    let path = data("bad-missing-field.trace");
+    blackbox()
+        .args(["nest", path.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains(format!("{}:2: expected 5 fields", path.display()))
+                .and(predicate::str::contains("`2 CALL_SENT a`")),
+        );
+}
+
+#[test]
+fn an_unknown_op_is_named_with_file_and_line() {
+    blackbox()
+        .args(["nest", data("bad-op.trace").to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "bad-op.trace:2: unknown op `CALLED`",
+        ));
+}
+
+#[test]
+fn a_bad_timestamp_is_named_with_file_and_line() {
+    blackbox()
+        .args(["nest", data("bad-timestamp.trace").to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "bad-timestamp.trace:2: bad timestamp `17:05:01`: not a decimal number",
+        ));
+}
+
+#[test]
+fn an_empty_trace_gets_a_clear_message_not_an_empty_table() {
+    blackbox()
+        .args(["nest", data("empty.trace").to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "the trace has no messages (2 lines read, all blank or comments)",
+        ));
+}
+
+#[test]
+fn a_trace_without_calls_points_to_convolve() {
+    blackbox()
+        .args(["nest", data("free-only.trace").to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("no call was matched")
+                .and(predicate::str::contains("convolve")),
+        );
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    blackbox()
+        .args(["nest", "no/such.trace"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no/such.trace: No such file"));
+}
+
+#[test]
+fn bad_option_values_are_refused() {
+    blackbox()
+        .args(["nest", "--skew-window", "3h", SAMPLE])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown unit"));
+    blackbox()
+        .args(["nest", "--bin-base", "0.5", SAMPLE])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bin base must be greater than 1"));
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let help = stdout_of(&["nest", "--help"]);
+    for flag in [
+        "--top",
+        "--sort",
+        "--min-count",
+        "--dot",
+        "--json",
+        "--assignments",
+        "--skew-window",
+        "--smooth",
+        "--overlap-penalty",
+        "--same-penalty",
+        "--generic-penalty",
+        "--bin-base",
+        "--bin-floor",
+        "--bin-ceiling",
+        "--quiet",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+    assert!(help.contains("[default: 2]") && help.contains("[default: 1.05]"));
+}
+
+/// `blackbox nest ... | head` must exit quietly when the reader goes away.
+#[test]
+fn closing_stdout_early_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wide.trace");
+    // Thousands of distinct patterns: far more table than a pipe buffer holds.
+    let text: String = (0..20_000)
+        .map(|i| format!("{i} CALL client service{i} c{i}\n{i}.5 RET service{i} client c{i}\n"))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("blackbox"))
+        .args(["nest", "-q", path.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap(); // then dropped: the pipe closes
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit {status:?}, stderr: {stderr}");
+    assert_eq!(stderr, "");
+}

@@ -1,1 +1,61 @@
+//! Throughput of the nesting algorithm on a synthetic multi-tier trace of about two
+//! million messages at per-node parallelism near 2 (issue 2's target: ≥ 2 M messages/s
+//! through the algorithm; the paper needed 24 CPU s for 2,026,658 messages, Table 1).
+//!
+//! `cargo bench --bench nesting` — throughput is reported in messages per second.
 
+mod support;
+
+use blackbox::nesting::{nest, NestOptions};
+use blackbox::trace::{text, TraceBuilder};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::path::Path;
+use std::time::Duration;
+use support::multitier::{self, MultiTier};
+
+/// Requests and mean gap that give about 2 M messages at per-node parallelism ≈ 2.
+pub const REQUESTS: u64 = 256_000;
+pub const GAP_US: f64 = 2_600.0;
+
+fn bench(c: &mut Criterion) {
+    let events = MultiTier::generate(7, REQUESTS, GAP_US);
+    let mut builder = TraceBuilder::new();
+    multitier::build(&events, &mut builder);
+    let trace = builder.finish();
+    let messages = trace.messages.len() as u64;
+    let options = NestOptions::default();
+    let probe = nest(&trace, &options).unwrap();
+    eprintln!(
+        "trace: {} messages, {} call pairs, mean per-node parallelism {:.2}",
+        messages, probe.stats.call_pairs, probe.stats.mean_parallelism
+    );
+
+    let mut text_bytes = Vec::new();
+    multitier::write_text(&events, &mut text_bytes).unwrap();
+    drop(events);
+
+    let mut group = c.benchmark_group("nesting");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20))
+        .throughput(Throughput::Elements(messages));
+    group.bench_function("algorithm", |b| b.iter(|| nest(&trace, &options).unwrap()));
+    group.bench_function("text_to_patterns", |b| {
+        b.iter(|| {
+            let mut builder = TraceBuilder::new();
+            text::read_with_size(
+                Path::new("bench"),
+                &text_bytes[..],
+                text_bytes.len() as u64,
+                &mut builder,
+            )
+            .unwrap();
+            let trace = builder.finish();
+            nest(&trace, &options).unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

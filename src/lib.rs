@@ -10,6 +10,8 @@
 //! per-call parent assignments.
 #![deny(missing_docs)]
 
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod nesting;
 pub mod report;
 pub mod trace;

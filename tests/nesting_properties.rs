@@ -163,8 +163,8 @@ proptest! {
         let again = again.finish();
         prop_assert_eq!(trace.messages.len(), again.messages.len());
         for (a, b) in trace.messages.iter().zip(&again.messages) {
-            prop_assert_eq!((a.sent(), a.received(), a.kind), (b.sent(), b.received(), b.kind));
-            prop_assert_eq!(trace.call_id_text(a.call_id), again.call_id_text(b.call_id));
+            prop_assert_eq!((a.sent(), a.received(), a.kind()), (b.sent(), b.received(), b.kind()));
+            prop_assert_eq!(trace.call_id_text(a.call_id()), again.call_id_text(b.call_id()));
         }
     }
 }

@@ -159,9 +159,9 @@ pub fn write_text(events: &[Event], out: &mut impl Write) -> io::Result<()> {
             (Kind::Free, End::Received) => "MSG_RECV",
         };
         use std::fmt::Write as _;
-        let _ = write!(
+        let _ = writeln!(
             line,
-            " {op} {} {} c{} r{}\n",
+            " {op} {} {} c{} r{}",
             NODES[e.from as usize], NODES[e.to as usize], e.call, e.request
         );
         out.write_all(line.as_bytes())?;

@@ -2,7 +2,8 @@
 //! with its return. Owns the pairing rule and the count of what could not be paired;
 //! does not look at nesting.
 
-use crate::trace::{CallId, Kind, Message, Nanos, NodeId, Trace, Truth};
+use crate::trace::{call_id_order, CallId, Kind, Message, Nanos, NodeId, Trace, Truth};
+use hashbrown::hash_map::{Entry, HashMap};
 
 /// One call and its matching return, with the four times at which they were seen.
 ///
@@ -47,83 +48,78 @@ pub struct PairingStats {
     pub free_messages: u64,
 }
 
-/// Pairs calls with returns.
+/// Pairs calls with returns in one pass over the time-ordered trace (Figure 4,
+/// FindCallPairs).
 ///
-/// Returns are matched through the key (caller, callee, call id): each return takes the
-/// earliest still-open call with its key that started no later than it, so missing or
-/// reused ids degrade to the paper's "earliest unmatched call" rule. Times compared are
-/// the caller's (the same clock for call and return when both were captured there).
-/// The pairs come out ordered by `caller_send`, ties in a fixed order.
+/// Open calls are kept in a table keyed by (caller, callee, call id); a return takes
+/// the earliest open call with its key, so missing or reused ids degrade to the
+/// paper's "earliest unmatched call" rule. The table holds only calls in flight, plus
+/// one link per message for keys that repeat. The trace puts calls before returns at
+/// equal times, so a call and its return in the same tick still pair. The pairs come
+/// out ordered by `caller_send`, ties in a fixed order.
 pub fn find_call_pairs(trace: &Trace) -> (Vec<CallPair>, PairingStats) {
+    const END: u32 = u32::MAX;
     let mut stats = PairingStats::default();
-    // (key, caller-side time, call before return at equal times, message index)
-    let mut entries: Vec<(NodeId, NodeId, CallId, Nanos, u8, u32)> = Vec::new();
+    // key -> (oldest open call, newest open call), as message indexes; `later[i]` links
+    // an open call to the next one opened with the same key.
+    let mut open: HashMap<(NodeId, NodeId, CallId), (u32, u32)> = HashMap::new();
+    let mut later: Vec<u32> = vec![END; trace.messages.len()];
+    let mut pairs = Vec::with_capacity(trace.messages.len() / 2);
     for (i, m) in trace.messages.iter().enumerate() {
-        match m.kind {
-            Kind::Call => {
-                entries.push((m.sender, m.receiver, m.call_id, m.at_sender(), 0, i as u32))
-            }
-            Kind::Return => entries.push((
-                m.receiver,
-                m.sender,
-                m.call_id,
-                m.at_receiver(),
-                1,
-                i as u32,
-            )),
+        let i = i as u32;
+        match m.kind() {
+            Kind::Call => match open.entry((m.sender(), m.receiver(), m.call_id())) {
+                Entry::Occupied(mut slot) => {
+                    let (_, newest) = slot.get_mut();
+                    later[*newest as usize] = i;
+                    *newest = i;
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert((i, i));
+                }
+            },
+            Kind::Return => match open.entry((m.receiver(), m.sender(), m.call_id())) {
+                Entry::Occupied(mut slot) => {
+                    let (oldest, newest) = *slot.get();
+                    if oldest == newest {
+                        slot.remove();
+                    } else {
+                        slot.get_mut().0 = later[oldest as usize];
+                    }
+                    pairs.push(pair(&trace.messages[oldest as usize], m));
+                }
+                Entry::Vacant(_) => stats.unmatched_returns += 1,
+            },
             Kind::Free => stats.free_messages += 1,
         }
     }
-    entries.sort_unstable();
-
-    let mut pairs = Vec::with_capacity(entries.len() / 2);
-    let mut open: Vec<u32> = Vec::new();
-    let mut group_start = 0;
-    while group_start < entries.len() {
-        let key = (
-            entries[group_start].0,
-            entries[group_start].1,
-            entries[group_start].2,
-        );
-        let mut group_end = group_start;
-        open.clear();
-        let mut oldest_open = 0;
-        while group_end < entries.len()
-            && (
-                entries[group_end].0,
-                entries[group_end].1,
-                entries[group_end].2,
-            ) == key
-        {
-            let (.., is_return, index) = entries[group_end];
-            if is_return == 0 {
-                open.push(index);
-            } else if oldest_open < open.len() {
-                let call = &trace.messages[open[oldest_open] as usize];
-                oldest_open += 1;
-                pairs.push(pair(call, &trace.messages[index as usize]));
-            } else {
-                stats.unmatched_returns += 1;
-            }
-            group_end += 1;
+    for &(oldest, newest) in open.values() {
+        let mut at = oldest;
+        stats.unmatched_calls += 1;
+        while at != newest {
+            at = later[at as usize];
+            stats.unmatched_calls += 1;
         }
-        stats.unmatched_calls += (open.len() - oldest_open) as u64;
-        group_start = group_end;
     }
-    pairs.sort_unstable_by_key(|p| (p.caller_send, p.caller, p.callee, p.call_id, p.callee_recv));
+    pairs.sort_unstable_by(|a, b| {
+        (a.caller_send, a.caller, a.callee)
+            .cmp(&(b.caller_send, b.caller, b.callee))
+            .then_with(|| call_id_order(&trace.call_ids, a.call_id, b.call_id))
+            .then_with(|| a.callee_recv.cmp(&b.callee_recv))
+    });
     (pairs, stats)
 }
 
 fn pair(call: &Message, ret: &Message) -> CallPair {
     CallPair {
-        caller: call.sender,
-        callee: call.receiver,
-        call_id: call.call_id,
+        caller: call.sender(),
+        callee: call.receiver(),
+        call_id: call.call_id(),
         caller_send: call.at_sender(),
         callee_recv: call.at_receiver(),
         callee_return: ret.at_sender(),
         caller_return: ret.at_receiver(),
-        truth: call.truth,
+        truth: call.truth(),
     }
 }
 

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use scoreboard::{Bins, Scoreboard};
 
 /// Settings of the nesting algorithm; [`Default`] gives the paper's.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NestOptions {
     /// Loosens the containment test by this much, for clock skew (paper §7.5.6).
     pub skew_window: Nanos,
@@ -134,6 +134,7 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         .zip(outgoing.par_iter_mut())
         .map(|(incoming, outgoing)| nest_node(&pairs, incoming, outgoing, bins, options))
         .collect();
+    drop((incoming, outgoing));
 
     let mut parent = vec![NO_PARENT; pairs.len()];
     let mut stats = NestStats {

@@ -14,10 +14,33 @@ pub struct Json;
 struct Document<'a> {
     algorithm: &'static str,
     input: Input<'a>,
-    options: &'a crate::nesting::NestOptions,
+    options: OptionsOut,
     sort: super::SortKey,
     patterns_total: usize,
     patterns: Vec<PatternOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct OptionsOut {
+    skew_window_s: f64,
+    bin_base: f64,
+    bin_floor_s: f64,
+    bin_ceiling_s: f64,
+    smoothing_bins: f64,
+    penalties: crate::nesting::parents::Penalties,
+}
+
+impl From<&crate::nesting::NestOptions> for OptionsOut {
+    fn from(o: &crate::nesting::NestOptions) -> Self {
+        OptionsOut {
+            skew_window_s: seconds(o.skew_window as f64),
+            bin_base: o.bin_base,
+            bin_floor_s: seconds(o.bin_floor as f64),
+            bin_ceiling_s: seconds(o.bin_ceiling as f64),
+            smoothing_bins: o.smoothing,
+            penalties: o.penalties,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -90,7 +113,7 @@ impl Render for Json {
                 read: &report.trace.stats,
                 nesting: &report.nesting.stats,
             },
-            options: report.options,
+            options: report.options.into(),
             sort: report.ranking.sort,
             patterns_total: report.nesting.patterns.len(),
             patterns,

@@ -80,6 +80,7 @@ impl Interner {
     }
 }
 
+#[inline]
 fn slice<'a>(bytes: &'a str, ends: &[usize], id: u32) -> &'a str {
     let id = id as usize;
     let start = if id == 0 { 0 } else { ends[id - 1] };

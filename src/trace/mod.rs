@@ -55,22 +55,22 @@ impl Truth {
 /// Marks a time that was not observed. Kept in-band so a message stays 40 bytes.
 const ABSENT: Nanos = Nanos::MIN;
 
-/// One message, seen at one or both of its ends.
+/// One message, seen at one or both of its ends. 32 bytes: the kind rides in the top
+/// two bits of the call id, since a trace of 2 million messages spends 64 MB here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message {
     sent: Nanos,
     received: Nanos,
-    /// Who sent it.
-    pub sender: NodeId,
-    /// Who received it.
-    pub receiver: NodeId,
-    /// Matches a call with its return.
-    pub call_id: CallId,
-    /// Ground-truth path instance, read only by evaluation.
-    pub truth: Truth,
-    /// Call, return or free-form.
-    pub kind: Kind,
+    sender: NodeId,
+    receiver: NodeId,
+    call_and_kind: u32,
+    truth: Truth,
 }
+
+const KIND_SHIFT: u32 = 30;
+const CALL_MASK: u32 = (1 << KIND_SHIFT) - 1;
+/// Call ids at or above this are refused; the top bits hold the kind.
+pub const MAX_CALL_IDS: u32 = CALL_MASK;
 
 impl Message {
     /// A message observed at one end.
@@ -87,15 +87,60 @@ impl Message {
             End::Sent => (time, ABSENT),
             End::Received => (ABSENT, time),
         };
+        let call = if call_id == CallId::NONE {
+            CALL_MASK
+        } else {
+            call_id.0
+        };
+        assert!(
+            call <= CALL_MASK,
+            "call ids are limited to 2^30 (TraceBuilder::call_id enforces it)"
+        );
+        let kind_bits = match kind {
+            Kind::Call => 0,
+            Kind::Return => 1,
+            Kind::Free => 2,
+        };
         Message {
             sent,
             received,
             sender,
             receiver,
-            call_id,
+            call_and_kind: call | (kind_bits << KIND_SHIFT),
             truth,
-            kind,
         }
+    }
+
+    /// Who sent it.
+    pub fn sender(&self) -> NodeId {
+        self.sender
+    }
+
+    /// Who received it.
+    pub fn receiver(&self) -> NodeId {
+        self.receiver
+    }
+
+    /// The id that matches a call with its return.
+    pub fn call_id(&self) -> CallId {
+        match self.call_and_kind & CALL_MASK {
+            CALL_MASK => CallId::NONE,
+            id => CallId(id),
+        }
+    }
+
+    /// Call, return or free-form.
+    pub fn kind(&self) -> Kind {
+        match self.call_and_kind >> KIND_SHIFT {
+            0 => Kind::Call,
+            1 => Kind::Return,
+            _ => Kind::Free,
+        }
+    }
+
+    /// Ground-truth path instance, read only by evaluation.
+    pub fn truth(&self) -> Truth {
+        self.truth
     }
 
     /// When it left the sender, on the sender's clock.
@@ -220,7 +265,12 @@ impl TraceBuilder {
         if text == "-" {
             CallId::NONE
         } else {
-            CallId(self.trace.call_ids.intern(text))
+            let id = self.trace.call_ids.intern(text);
+            assert!(
+                id < MAX_CALL_IDS,
+                "more than 2^30 distinct call ids in one trace"
+            );
+            CallId(id)
         }
     }
 
@@ -235,6 +285,13 @@ impl TraceBuilder {
         self.trace.stats.observations += 1;
     }
 
+    /// Makes room for `additional` more observations, so that a reader that knows its
+    /// input size avoids the doubling growth that would briefly hold three times the
+    /// observations.
+    pub fn reserve(&mut self, additional: usize) {
+        self.trace.messages.reserve_exact(additional);
+    }
+
     /// The counters sources add to (files, lines, ...).
     pub fn stats_mut(&mut self) -> &mut InputStats {
         &mut self.trace.stats
@@ -243,18 +300,18 @@ impl TraceBuilder {
     /// Merges the two ends of each message and orders the trace by time.
     pub fn finish(self) -> Trace {
         let mut trace = self.trace;
-        canonical_ids(&mut trace);
+        canonical_names(&mut trace);
         merge_ends(&mut trace.messages);
-        trace.messages.sort_unstable_by_key(|m| {
-            (
-                m.first_time(),
-                m.sender,
-                m.receiver,
-                m.kind,
-                m.call_id,
-                m.sent,
-                m.received,
-            )
+        trace.messages.shrink_to_fit();
+        // At equal times calls come before returns, so a single pass in this order
+        // meets every call no later than its return. Call ids are compared by text, not
+        // by id, so that ties break the same way whatever order the input came in.
+        let (messages, call_ids) = (&mut trace.messages, &trace.call_ids);
+        messages.sort_unstable_by(|a, b| {
+            (a.first_time(), a.kind(), a.sender, a.receiver)
+                .cmp(&(b.first_time(), b.kind(), b.sender, b.receiver))
+                .then_with(|| call_id_order(call_ids, a.call_id(), b.call_id()))
+                .then_with(|| (a.sent, a.received).cmp(&(b.sent, b.received)))
         });
         let stats = &mut trace.stats;
         stats.messages = trace.messages.len() as u64;
@@ -269,21 +326,35 @@ impl TraceBuilder {
     }
 }
 
-/// Renumbers nodes, call ids and truth tags in name order, so that ties between equal
-/// times break the same way whatever order the input was read in.
-fn canonical_ids(trace: &mut Trace) {
+/// Renumbers nodes and truth tags in name order, so that ties between equal times
+/// break the same way whatever order the input was read in (call ids are compared by
+/// text instead: see [`call_id_order`]).
+fn canonical_names(trace: &mut Trace) {
     let nodes = trace.nodes.sort();
-    let calls = trace.call_ids.sort();
     let truths = trace.truths.sort();
     for m in &mut trace.messages {
         m.sender = NodeId(nodes[m.sender.0 as usize]);
         m.receiver = NodeId(nodes[m.receiver.0 as usize]);
-        if m.call_id != CallId::NONE {
-            m.call_id = CallId(calls[m.call_id.0 as usize]);
-        }
         if m.truth != Truth::NONE {
             m.truth = Truth(truths[m.truth.0 as usize]);
         }
+    }
+}
+
+/// Orders call ids by their text (`-` for none first): call ids are numbered in input
+/// order, and a million of them are too many to renumber just to break rare ties.
+pub fn call_id_order(call_ids: &Interner, a: CallId, b: CallId) -> std::cmp::Ordering {
+    let text = |id: CallId| {
+        if id == CallId::NONE {
+            ""
+        } else {
+            call_ids.resolve(id.0)
+        }
+    };
+    if a == b {
+        std::cmp::Ordering::Equal
+    } else {
+        text(a).cmp(text(b))
     }
 }
 
@@ -293,13 +364,19 @@ fn canonical_ids(trace: &mut Trace) {
 fn merge_ends(messages: &mut Vec<Message>) {
     // Within a key: sends (received == ABSENT) first, each side in time order.
     messages.sort_unstable_by_key(|m| {
-        let side = m.sent() == None;
+        let side = m.sent().is_none();
         (
-            m.sender, m.receiver, m.kind, m.call_id, side, m.sent, m.received, m.truth,
+            m.sender,
+            m.receiver,
+            m.call_and_kind,
+            side,
+            m.sent,
+            m.received,
+            m.truth,
         )
     });
     let same_key = |a: &Message, b: &Message| {
-        (a.sender, a.receiver, a.kind, a.call_id) == (b.sender, b.receiver, b.kind, b.call_id)
+        (a.sender, a.receiver, a.call_and_kind) == (b.sender, b.receiver, b.call_and_kind)
     };
     let mut write = 0;
     let mut start = 0;

@@ -72,11 +72,13 @@ pub fn read_files<P: AsRef<Path>>(
 ) -> Result<(), TraceError> {
     for path in paths {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| TraceError::Io {
+        let io_error = |source| TraceError::Io {
             path: path.into(),
             source,
-        })?;
-        read(path, BufReader::with_capacity(1 << 20, file), builder)?;
+        };
+        let file = File::open(path).map_err(io_error)?;
+        let size = file.metadata().map_err(io_error)?.len();
+        read_with_size(path, BufReader::with_capacity(1 << 20, file), size, builder)?;
     }
     Ok(())
 }
@@ -84,12 +86,37 @@ pub fn read_files<P: AsRef<Path>>(
 /// Reads one text trace from `reader`; `path` names it in errors.
 pub fn read(
     path: &Path,
+    reader: impl BufRead,
+    builder: &mut TraceBuilder,
+) -> Result<(), TraceError> {
+    read_lines(path, reader, None, builder)
+}
+
+/// Like [`read`], for input of a known size in bytes: once the first lines show how
+/// long a line is, room for the rest is reserved at once, so the observations are
+/// never copied into a doubled buffer.
+pub fn read_with_size(
+    path: &Path,
+    reader: impl BufRead,
+    size: u64,
+    builder: &mut TraceBuilder,
+) -> Result<(), TraceError> {
+    read_lines(path, reader, Some(size), builder)
+}
+
+/// Lines read before estimating the rest of a sized input.
+const SAMPLE_LINES: u64 = 4096;
+
+fn read_lines(
+    path: &Path,
     mut reader: impl BufRead,
+    size: Option<u64>,
     builder: &mut TraceBuilder,
 ) -> Result<(), TraceError> {
     builder.stats_mut().files += 1;
     let mut buf = Vec::with_capacity(256);
     let mut line_no = 0u64;
+    let mut consumed = 0u64;
     loop {
         buf.clear();
         let n = reader
@@ -102,7 +129,15 @@ pub fn read(
             return Ok(());
         }
         line_no += 1;
+        consumed += n as u64;
         builder.stats_mut().lines += 1;
+        if line_no == SAMPLE_LINES {
+            if let Some(size) = size {
+                let per_line = consumed as f64 / line_no as f64;
+                let rest = size.saturating_sub(consumed) as f64 / per_line;
+                builder.reserve((rest * 1.02) as usize + 64);
+            }
+        }
         match parse_line(&buf, builder) {
             Ok(true) => {}
             Ok(false) => builder.stats_mut().blank_or_comment_lines += 1,
@@ -217,16 +252,16 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
         line.clear();
         time::push_seconds(&mut line, t);
         line.push(' ');
-        line.push_str(op_text(m.kind, end));
+        line.push_str(op_text(m.kind(), end));
         for field in [
-            trace.node_name(m.sender),
-            trace.node_name(m.receiver),
-            trace.call_id_text(m.call_id),
+            trace.node_name(m.sender()),
+            trace.node_name(m.receiver()),
+            trace.call_id_text(m.call_id()),
         ] {
             line.push(' ');
             line.push_str(field);
         }
-        if let Some(truth) = trace.truth_text(m.truth) {
+        if let Some(truth) = trace.truth_text(m.truth()) {
             line.push(' ');
             line.push_str(truth);
         }
@@ -280,8 +315,8 @@ mod tests {
             (first.sent(), first.received()),
             (Some(1_500_000_000), Some(1_600_000_000))
         );
-        assert_eq!(trace.truth_text(first.truth), Some("t1"));
-        assert_eq!(trace.call_id_text(trace.messages[5].call_id), "-");
+        assert_eq!(trace.truth_text(first.truth()), Some("t1"));
+        assert_eq!(trace.call_id_text(trace.messages[5].call_id()), "-");
     }
 
     #[test]
@@ -370,12 +405,15 @@ mod tests {
         assert_eq!(again.messages.len(), trace.messages.len());
         for (a, b) in trace.messages.iter().zip(&again.messages) {
             assert_eq!(
-                (a.sent(), a.received(), a.kind),
-                (b.sent(), b.received(), b.kind)
+                (a.sent(), a.received(), a.kind()),
+                (b.sent(), b.received(), b.kind())
             );
-            assert_eq!(trace.node_name(a.sender), again.node_name(b.sender));
-            assert_eq!(trace.call_id_text(a.call_id), again.call_id_text(b.call_id));
-            assert_eq!(trace.truth_text(a.truth), again.truth_text(b.truth));
+            assert_eq!(trace.node_name(a.sender()), again.node_name(b.sender()));
+            assert_eq!(
+                trace.call_id_text(a.call_id()),
+                again.call_id_text(b.call_id())
+            );
+            assert_eq!(trace.truth_text(a.truth()), again.truth_text(b.truth()));
         }
         let mut twice = Vec::new();
         write(&again, &mut twice).unwrap();

@@ -1,0 +1,2 @@
+//! Shared by the benchmarks: the synthetic trace generator.
+pub mod multitier;

@@ -382,6 +382,55 @@ fn several_files_are_merged_into_one_trace() {
         );
 }
 
+/// Host captures come in any order; the answer must not depend on it.
+#[test]
+fn file_order_does_not_change_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(SAMPLE)).unwrap();
+    // Split the sample by the host that saw each line: senders' ends in one file, receivers' in another.
+    let (mut sent, mut received) = (String::new(), String::new());
+    for line in sample.lines().filter(|l| !l.starts_with('#')) {
+        if line.contains("_SENT") {
+            sent.push_str(line)
+        } else {
+            received.push_str(line)
+        }
+        if line.contains("_SENT") {
+            sent.push('\n')
+        } else {
+            received.push('\n')
+        }
+    }
+    let (a, b) = (
+        dir.path().join("sent.trace"),
+        dir.path().join("received.trace"),
+    );
+    std::fs::write(&a, sent).unwrap();
+    std::fs::write(&b, received).unwrap();
+    let run = |first: &Path, second: &Path, assignments: &Path| {
+        let out = blackbox()
+            .args([
+                "nest",
+                "-q",
+                "--assignments",
+                assignments.to_str().unwrap(),
+                first.to_str().unwrap(),
+                second.to_str().unwrap(),
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        (out, std::fs::read(assignments).unwrap())
+    };
+    let forward = run(&a, &b, &dir.path().join("1.tsv"));
+    let backward = run(&b, &a, &dir.path().join("2.tsv"));
+    assert_eq!(forward, backward);
+    assert_eq!(forward.0, stdout_of(&["nest", "-q", SAMPLE]).into_bytes());
+}
+
 #[test]
 fn summary_on_stderr_counts_what_was_skipped() {
     let dir = tempfile::tempdir().unwrap();

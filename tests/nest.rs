@@ -391,16 +391,13 @@ fn file_order_does_not_change_the_result() {
     // Split the sample by the host that saw each line: senders' ends in one file, receivers' in another.
     let (mut sent, mut received) = (String::new(), String::new());
     for line in sample.lines().filter(|l| !l.starts_with('#')) {
-        if line.contains("_SENT") {
-            sent.push_str(line)
+        let host = if line.contains("_SENT") {
+            &mut sent
         } else {
-            received.push_str(line)
-        }
-        if line.contains("_SENT") {
-            sent.push('\n')
-        } else {
-            received.push('\n')
-        }
+            &mut received
+        };
+        host.push_str(line);
+        host.push('\n');
     }
     let (a, b) = (
         dir.path().join("sent.trace"),

@@ -558,6 +558,42 @@ fn help_explains_every_flag() {
     assert!(help.contains("[default: 2]") && help.contains("[default: 1.05]"));
 }
 
+/// A crafted chain of calls thousands deep must give an error, not overflow the stack.
+#[test]
+fn a_very_deep_call_chain_is_refused_by_json_without_crashing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.trace");
+    let depth = 5_000;
+    let mut text = String::new();
+    for i in 0..depth {
+        text.push_str(&format!("{i} CALL n{i} n{} c{i}\n", i + 1));
+        text.push_str(&format!("{} RET n{} n{i} c{i}\n", 2 * depth - i, i + 1));
+    }
+    std::fs::write(&path, text).unwrap();
+    let json = dir.path().join("deep.json");
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "pattern 1 is 5000 calls deep; JSON output nests at most 1000",
+        ));
+    let table = stdout_of(&[
+        "nest",
+        "-q",
+        "--dot",
+        dir.path().to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    assert!(table.contains("n0->n1(n2(n3("), "{}", &table[..200]);
+}
+
 /// `blackbox nest ... | head` must exit quietly when the reader goes away.
 #[test]
 fn closing_stdout_early_exits_quietly() {

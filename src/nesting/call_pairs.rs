@@ -4,6 +4,7 @@
 
 use crate::trace::{call_id_order, CallId, Kind, Message, Nanos, NodeId, Trace, Truth};
 use hashbrown::hash_map::{Entry, HashMap};
+use rayon::slice::ParallelSliceMut;
 
 /// One call and its matching return, with the four times at which they were seen.
 ///
@@ -101,7 +102,7 @@ pub fn find_call_pairs(trace: &Trace) -> (Vec<CallPair>, PairingStats) {
             stats.unmatched_calls += 1;
         }
     }
-    pairs.sort_unstable_by(|a, b| {
+    pairs.par_sort_unstable_by(|a, b| {
         (a.caller_send, a.caller, a.callee)
             .cmp(&(b.caller_send, b.caller, b.callee))
             .then_with(|| call_id_order(&trace.call_ids, a.call_id, b.call_id))

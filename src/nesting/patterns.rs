@@ -50,6 +50,18 @@ impl Pattern {
             .sum()
     }
 
+    /// Calls on the longest root-to-leaf chain (1 for a lone call).
+    pub fn depth(&self) -> usize {
+        // Positions are in pre-order, so a child's position is after its parent's.
+        let mut depth = vec![1usize; self.positions.len()];
+        for (i, position) in self.positions.iter().enumerate() {
+            for &child in &position.children {
+                depth[child as usize] = depth[i] + 1;
+            }
+        }
+        depth.into_iter().max().unwrap_or(0)
+    }
+
     /// Mean root latency in nanoseconds.
     pub fn mean_latency(&self) -> f64 {
         self.total_latency() as f64 / self.count() as f64

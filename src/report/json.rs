@@ -89,8 +89,28 @@ impl From<Summary> for Distribution {
     }
 }
 
+/// Deepest call tree the JSON nests. Real systems are a few dozen calls deep; a
+/// crafted trace could be far deeper, and nested JSON is written recursively.
+pub const MAX_DEPTH: usize = 1_000;
+
 impl Render for Json {
     fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
+        if let Some((rank, p)) = report
+            .ranked
+            .iter()
+            .map(|&i| &report.nesting.patterns[i])
+            .enumerate()
+            .find(|(_, p)| p.depth() > MAX_DEPTH)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "pattern {} is {} calls deep; JSON output nests at most {MAX_DEPTH}",
+                    rank + 1,
+                    p.depth()
+                ),
+            ));
+        }
         let patterns = report
             .ranked
             .iter()

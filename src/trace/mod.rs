@@ -10,6 +10,8 @@ pub mod time;
 pub use interner::Interner;
 pub use time::Nanos;
 
+use rayon::slice::ParallelSliceMut;
+
 /// What a message means to the RPC model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -307,7 +309,7 @@ impl TraceBuilder {
         // meets every call no later than its return. Call ids are compared by text, not
         // by id, so that ties break the same way whatever order the input came in.
         let (messages, call_ids) = (&mut trace.messages, &trace.call_ids);
-        messages.sort_unstable_by(|a, b| {
+        messages.par_sort_unstable_by(|a, b| {
             (a.first_time(), a.kind(), a.sender, a.receiver)
                 .cmp(&(b.first_time(), b.kind(), b.sender, b.receiver))
                 .then_with(|| call_id_order(call_ids, a.call_id(), b.call_id()))
@@ -363,7 +365,7 @@ pub fn call_id_order(call_ids: &Interner, a: CallId, b: CallId) -> std::cmp::Ord
 /// compacted, so no second buffer of messages is needed.
 fn merge_ends(messages: &mut Vec<Message>) {
     // Within a key: sends (received == ABSENT) first, each side in time order.
-    messages.sort_unstable_by_key(|m| {
+    messages.par_sort_unstable_by_key(|m| {
         let side = m.sent().is_none();
         (
             m.sender,

@@ -1,6 +1,7 @@
 //! Command-line flags and the thin glue from flags to library calls.
 
 use anyhow::{Context, Result};
+use blackbox::eval::{calls, paths};
 use blackbox::nesting::{self, parents::Penalties, NestOptions};
 use blackbox::report::{
     self, assignments::Assignments, json::Json, table::Table, NestReport, Ranking, Render, SortKey,
@@ -35,6 +36,42 @@ enum Command {
     /// prints the path patterns ranked, with their latencies. A summary of what was read
     /// and skipped goes to stderr.
     Nest(NestArgs),
+    /// Score the nesting algorithm against ground truth (paper §7.5.1).
+    ///
+    /// With the trace's truth column (a path-instance id on every message, as maketrace
+    /// writes): false positives and negatives by patterns, instances and messages, the
+    /// top-N true patterns missing from the inferred top N, and the latency error of
+    /// correctly inferred patterns. With --truth FILE (true parents in the assignments
+    /// format): the fraction of calls given their true parent and of requests whose
+    /// whole tree is right.
+    Eval(EvalArgs),
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    /// Text trace files, merged into one trace.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+
+    /// Score call by call against true parents in the assignments format instead of the
+    /// truth column.
+    #[arg(long, value_name = "FILE")]
+    truth: Option<PathBuf>,
+
+    /// Compare the top N patterns for N = 1..K.
+    #[arg(long, value_name = "K", default_value_t = 20)]
+    top_n: usize,
+
+    /// Also write the scores as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Do not print the summary of what was read and skipped.
+    #[arg(long, short)]
+    quiet: bool,
+
+    #[command(flatten)]
+    algorithm: AlgorithmArgs,
 }
 
 #[derive(Args)]
@@ -124,23 +161,77 @@ fn duration(text: &str) -> Result<Nanos, String> {
 pub fn run() -> Result<()> {
     match Cli::parse().command {
         Command::Nest(args) => nest(args),
+        Command::Eval(args) => eval(args),
+    }
+}
+
+fn eval(args: EvalArgs) -> Result<()> {
+    let options = args.algorithm.options();
+    let mut builder = TraceBuilder::new();
+    text::read_files(&args.files, &mut builder)?;
+    let trace = builder.finish();
+    let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
+    if !args.quiet {
+        report::summary::write(
+            &trace.stats,
+            &nesting.stats,
+            nesting.patterns.len(),
+            &mut io::stderr().lock(),
+        )?;
+    }
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let json = match &args.truth {
+        Some(path) => {
+            let file =
+                File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            let truth = calls::read_truth(path, io::BufReader::new(file))?;
+            let scores = calls::evaluate(&trace, &nesting, &truth);
+            report::evaluation::write_calls(&scores, &mut out)?;
+            serde_json::json!({ "algorithm": "nesting", "truth": path, "calls": scores })
+        }
+        None => {
+            let truth =
+                paths::ground_truth(&trace, &options).with_context(|| describe(&args.files))?;
+            let scores = paths::evaluate(&trace, &nesting, &truth, args.top_n);
+            report::evaluation::write_paths(&scores, &mut out)?;
+            serde_json::json!({ "algorithm": "nesting", "truth": "truth column", "paths": scores })
+        }
+    };
+    out.flush()?;
+    if let Some(path) = &args.json {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = BufWriter::new(file);
+        serde_json::to_writer_pretty(&mut w, &json)?;
+        writeln!(w)?;
+        w.flush()
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+impl AlgorithmArgs {
+    fn options(&self) -> NestOptions {
+        let a = self;
+        NestOptions {
+            skew_window: a.skew_window,
+            bin_base: a.bin_base,
+            bin_floor: a.bin_floor,
+            bin_ceiling: a.bin_ceiling,
+            smoothing: a.smooth,
+            penalties: Penalties {
+                overlap: a.overlap_penalty,
+                same_callee: a.same_penalty,
+                any_child: a.generic_penalty,
+            },
+            same_truth_only: false,
+        }
     }
 }
 
 fn nest(args: NestArgs) -> Result<()> {
-    let a = &args.algorithm;
-    let options = NestOptions {
-        skew_window: a.skew_window,
-        bin_base: a.bin_base,
-        bin_floor: a.bin_floor,
-        bin_ceiling: a.bin_ceiling,
-        smoothing: a.smooth,
-        penalties: Penalties {
-            overlap: a.overlap_penalty,
-            same_callee: a.same_penalty,
-            any_child: a.generic_penalty,
-        },
-    };
+    let options = args.algorithm.options();
     let mut builder = TraceBuilder::new();
     text::read_files(&args.files, &mut builder)?;
     let trace = builder.finish();

@@ -10,6 +10,7 @@
 //! per-call parent assignments.
 #![deny(missing_docs)]
 
+pub mod eval;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nesting;

@@ -30,6 +30,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     let bad_input = err.chain().any(|cause| {
         cause.is::<blackbox::trace::text::TraceError>()
             || cause.is::<blackbox::nesting::NestError>()
+            || cause.is::<blackbox::eval::paths::EvalError>()
+            || cause.is::<blackbox::eval::calls::TruthFileError>()
     });
     if bad_input {
         2

@@ -27,7 +27,9 @@ impl Candidates {
 /// Finds, for each call leaving node B, the calls into B that enclose it on B's clock:
 /// a parent X→B is a candidate for child B→C when
 /// `parent.callee_recv ≤ child.caller_send + w` and `child.caller_return ≤ parent.callee_return + w`,
-/// with `w` the skew window. Comparisons are inclusive, because coarse timestamps put a
+/// with `w` the skew window. With `same_truth_only`, only calls of the same ground-truth
+/// path instance qualify: that yields the true paths, for evaluation (paper §7.5.1).
+/// Comparisons are inclusive, because coarse timestamps put a
 /// child in the same tick as its parent. A call is never its own candidate.
 ///
 /// `incoming` (calls into B) must be sorted by `callee_recv`, `outgoing` (calls from B)
@@ -38,6 +40,7 @@ pub fn find_candidates(
     incoming: &[u32],
     outgoing: &[u32],
     skew_window: Nanos,
+    same_truth_only: bool,
 ) -> Candidates {
     let mut offsets = Vec::with_capacity(outgoing.len() + 1);
     let mut parents = Vec::with_capacity(outgoing.len());
@@ -60,8 +63,10 @@ pub fn find_candidates(
         });
         for &local in &active {
             let global = incoming[local as usize];
+            let parent = &pairs[global as usize];
             if global != child_index
-                && pairs[global as usize].callee_return + skew_window >= child.caller_return
+                && parent.callee_return + skew_window >= child.caller_return
+                && (!same_truth_only || parent.truth == child.truth)
             {
                 parents.push(local);
             }
@@ -100,18 +105,18 @@ mod tests {
             call(1, 2, 13, 20),
             call(1, 2, 25, 31),
         ];
-        let c = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], 0);
+        let c = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], 0, false);
         assert_eq!(c.of(0), &[0, 1]);
         assert_eq!(c.of(1), &[1, 2]);
         assert_eq!(c.of(2), &[] as &[u32]);
-        let loose = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], 1);
+        let loose = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], 1, false);
         assert_eq!(loose.of(2), &[2]);
     }
 
     #[test]
     fn a_self_call_is_not_its_own_parent() {
         let pairs = vec![call(0, 0, 0, 10)];
-        let c = find_candidates(&pairs, &[0], &[0], 0);
+        let c = find_candidates(&pairs, &[0], &[0], 0, false);
         assert_eq!(c.of(0), &[] as &[u32]);
     }
 }

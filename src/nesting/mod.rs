@@ -35,6 +35,9 @@ pub struct NestOptions {
     pub smoothing: f64,
     /// Penalty exponents.
     pub penalties: Penalties,
+    /// Evaluation only: a call's candidate parents must carry its truth tag, so the
+    /// result is the ground truth of a trace written with path-instance ids.
+    pub same_truth_only: bool,
 }
 
 impl Default for NestOptions {
@@ -46,6 +49,7 @@ impl Default for NestOptions {
             bin_ceiling: 2 * 3600 * 1_000_000_000,
             smoothing: 0.0,
             penalties: Penalties::default(),
+            same_truth_only: false,
         }
     }
 }
@@ -228,7 +232,13 @@ fn nest_node(
     incoming.sort_unstable_by_key(|&i| (pairs[i as usize].callee_recv, i));
     // Pairs are in caller_send order already; keep it explicit for the reader.
     outgoing.sort_unstable_by_key(|&i| (pairs[i as usize].caller_send, i));
-    let candidates = candidates::find_candidates(pairs, incoming, outgoing, options.skew_window);
+    let candidates = candidates::find_candidates(
+        pairs,
+        incoming,
+        outgoing,
+        options.skew_window,
+        options.same_truth_only,
+    );
 
     let mut scoreboard = Scoreboard::new(bins);
     let mut children_with_candidates = 0;

@@ -5,6 +5,7 @@
 
 pub mod assignments;
 pub mod dot;
+pub mod evaluation;
 pub mod json;
 pub mod summary;
 pub mod table;

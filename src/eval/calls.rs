@@ -1,0 +1,199 @@
+//! Call-level scores against a file of true parents in the assignments format
+//! (`sender receiver call_id call_time parent_sender parent_receiver parent_call_id`,
+//! tab separated, `-` for roots): the fraction of calls given their true parent, and
+//! the fraction of requests whose whole call tree is right.
+
+use crate::nesting::parents::NO_PARENT;
+use crate::nesting::Nesting;
+use crate::trace::Trace;
+use hashbrown::{HashMap, HashSet};
+use serde::Serialize;
+use std::io::{self, BufRead};
+use std::path::{Path, PathBuf};
+
+/// A call, named as the assignments format names it.
+pub type CallKey = (String, String, String);
+
+/// The true parent of every call (`None` for a root).
+pub type TrueParents = HashMap<CallKey, Option<CallKey>>;
+
+/// Why a truth file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TruthFileError {
+    /// Unreadable.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A line without the seven fields.
+    #[error("{}:{line}: expected 7 tab-separated fields (sender receiver call_id call_time parent_sender parent_receiver parent_call_id), found {found}", path.display())]
+    BadLine {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// Fields found.
+        found: usize,
+    },
+}
+
+/// Reads true parents; blank lines and `#` comments are skipped.
+pub fn read_truth(path: &Path, reader: impl BufRead) -> Result<TrueParents, TruthFileError> {
+    let mut truth = HashMap::new();
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.map_err(|source| TruthFileError::Io {
+            path: path.into(),
+            source,
+        })?;
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() != 7 {
+            return Err(TruthFileError::BadLine {
+                path: path.into(),
+                line: n as u64 + 1,
+                found: f.len(),
+            });
+        }
+        let parent = (f[4] != "-").then(|| (f[4].to_owned(), f[5].to_owned(), f[6].to_owned()));
+        truth.insert((f[0].to_owned(), f[1].to_owned(), f[2].to_owned()), parent);
+    }
+    Ok(truth)
+}
+
+/// Call-level scores.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CallScores {
+    /// Calls in the truth file.
+    pub calls: u64,
+    /// Of those, calls given their true parent.
+    pub calls_right: u64,
+    /// Calls of the truth that the trace did not pair (dropped, or unknown ids).
+    pub calls_not_inferred: u64,
+    /// Requests (true roots with their trees).
+    pub requests: u64,
+    /// Requests whose every call has its true parent and that no other call joined.
+    pub requests_right: u64,
+}
+
+impl CallScores {
+    /// Fraction of calls given their true parent.
+    pub fn call_accuracy(&self) -> f64 {
+        self.calls_right as f64 / self.calls.max(1) as f64
+    }
+
+    /// Fraction of requests exactly right.
+    pub fn request_accuracy(&self) -> f64 {
+        self.requests_right as f64 / self.requests.max(1) as f64
+    }
+}
+
+/// Scores the inferred parents against `truth`.
+pub fn evaluate(trace: &Trace, nesting: &Nesting, truth: &TrueParents) -> CallScores {
+    let key = |i: usize| {
+        let p = &nesting.pairs[i];
+        (
+            trace.node_name(p.caller).to_owned(),
+            trace.node_name(p.callee).to_owned(),
+            trace.call_id_text(p.call_id).to_owned(),
+        )
+    };
+    let inferred: HashMap<CallKey, Option<CallKey>> = (0..nesting.pairs.len())
+        .map(|i| {
+            (
+                key(i),
+                (nesting.parent[i] != NO_PARENT).then(|| key(nesting.parent[i] as usize)),
+            )
+        })
+        .collect();
+    let root_of = |k: &CallKey| root(truth, k);
+    let calls_right = truth
+        .iter()
+        .filter(|(k, v)| inferred.get(*k) == Some(v))
+        .count() as u64;
+    let calls_not_inferred = truth.keys().filter(|k| !inferred.contains_key(*k)).count() as u64;
+    let mut wrong: HashSet<CallKey> = HashSet::new();
+    for (k, v) in truth {
+        if inferred.get(k) != Some(v) {
+            wrong.insert(root_of(k));
+        }
+    }
+    // A call put into a request it does not belong to spoils that request too.
+    for (k, v) in &inferred {
+        if truth.get(k) != Some(v) {
+            if let Some(p) = v.as_ref().filter(|p| truth.contains_key(*p)) {
+                wrong.insert(root_of(p));
+            }
+        }
+    }
+    let requests: HashSet<CallKey> = truth.keys().map(root_of).collect();
+    let requests_right = requests.iter().filter(|r| !wrong.contains(*r)).count() as u64;
+    CallScores {
+        calls: truth.len() as u64,
+        calls_right,
+        calls_not_inferred,
+        requests: requests.len() as u64,
+        requests_right,
+    }
+}
+
+/// The root of a call's true tree. A parent missing from the truth ends the walk; a
+/// cycle (a broken truth file) ends it too.
+fn root(truth: &TrueParents, start: &CallKey) -> CallKey {
+    let mut at = start;
+    let mut steps = 0;
+    while let Some(Some(parent)) = truth.get(at) {
+        at = parent;
+        steps += 1;
+        if steps > truth.len() {
+            break;
+        }
+    }
+    at.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nesting::{nest, NestOptions};
+    use crate::trace::{text, TraceBuilder};
+
+    #[test]
+    fn scores_calls_and_requests_and_counts_planted_errors() {
+        let mut b = TraceBuilder::new();
+        let t =
+            "1 CALL A B 1\n3 CALL B C 2\n5 RET C B 2\n7 CALL B D 3\n9 RET D B 3\n11 RET B A 1\n\
+                 20 CALL A B 4\n21 CALL B C 5\n22 RET C B 5\n23 RET B A 4\n";
+        text::read(Path::new("t"), t.as_bytes(), &mut b).unwrap();
+        let trace = b.finish();
+        let nesting = nest(&trace, &NestOptions::default()).unwrap();
+        let right = "A\tB\t1\t1\t-\t-\t-\nB\tC\t2\t3\tA\tB\t1\nB\tD\t3\t7\tA\tB\t1\nA\tB\t4\t20\t-\t-\t-\nB\tC\t5\t21\tA\tB\t4\n";
+        let truth = read_truth(Path::new("truth"), right.as_bytes()).unwrap();
+        let s = evaluate(&trace, &nesting, &truth);
+        assert_eq!(
+            s,
+            CallScores {
+                calls: 5,
+                calls_right: 5,
+                calls_not_inferred: 0,
+                requests: 2,
+                requests_right: 2
+            }
+        );
+        // Plant one error: the truth says D belongs to request 4.
+        let planted = right.replace("B\tD\t3\t7\tA\tB\t1", "B\tD\t3\t7\tA\tB\t4");
+        let truth = read_truth(Path::new("truth"), planted.as_bytes()).unwrap();
+        let s = evaluate(&trace, &nesting, &truth);
+        assert_eq!((s.calls_right, s.requests_right), (4, 0));
+    }
+
+    #[test]
+    fn a_short_line_is_named() {
+        let err = read_truth(Path::new("truth.tsv"), "a\tb\tc\n".as_bytes()).unwrap_err();
+        assert_eq!(err.to_string(), "truth.tsv:1: expected 7 tab-separated fields (sender receiver call_id call_time parent_sender parent_receiver parent_call_id), found 3");
+    }
+}

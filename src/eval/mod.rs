@@ -1,0 +1,10 @@
+//! Scoring inferred paths against ground truth (paper §7.5.1). Owns the metrics and
+//! the reading of truth files; inference is [`crate::nesting`]'s, printing is the
+//! caller's.
+//!
+//! Two kinds of truth: the trace's own truth column (a path-instance id on every
+//! message, as `maketrace` writes), scored by [`paths`]; and a file of true parents in
+//! the assignments format (real traces), scored call by call by [`calls`].
+
+pub mod calls;
+pub mod paths;

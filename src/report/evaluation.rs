@@ -1,0 +1,102 @@
+//! Text rendering of evaluation scores (the JSON is their serde form).
+
+use crate::eval::calls::CallScores;
+use crate::eval::paths::{PathScores, TOLERANCES};
+use std::io::{self, Write};
+
+/// How many correctly inferred patterns the latency table lists.
+const LATENCY_ROWS: usize = 10;
+
+fn percent(part: u64, whole: u64) -> String {
+    format!("{:.1}%", 100.0 * part as f64 / whole.max(1) as f64)
+}
+
+/// Writes path-level scores: counts, top-N, latency errors.
+pub fn write_paths(s: &PathScores, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:<10} {:>9} {:>9} {:>10} {:>10}",
+        "", "truth", "inferred", "false pos", "false neg"
+    )?;
+    for (name, c) in [
+        ("patterns", &s.patterns),
+        ("instances", &s.instances),
+        ("messages", &s.messages),
+    ] {
+        writeln!(
+            out,
+            "{name:<10} {:>9} {:>9} {:>10} {:>10}",
+            c.truth, c.inferred, c.false_positives, c.false_negatives
+        )?;
+    }
+    writeln!(
+        out,
+        "instances inferred exactly: {} of {} ({}); calls with their true parent: {} of {} ({})",
+        s.instances_exact,
+        s.instances.truth,
+        percent(s.instances_exact, s.instances.truth),
+        s.calls_right,
+        s.calls,
+        percent(s.calls_right, s.calls)
+    )?;
+    writeln!(out)?;
+    writeln!(out, "top-N ground-truth patterns missing from the inferred top N (forgiving near-ties within a tolerance)")?;
+    let headers: Vec<String> = TOLERANCES
+        .iter()
+        .map(|t| format!("within {:.0}%", t * 100.0))
+        .collect();
+    writeln!(
+        out,
+        "{:>4}  {:>9}  {:>9}  {:>9}",
+        "N", "missing", headers[1], headers[2]
+    )?;
+    for t in &s.top_n {
+        writeln!(
+            out,
+            "{:>4}  {:>9}  {:>9}  {:>9}",
+            t.n, t.missing[0], t.missing[1], t.missing[2]
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "mean latency of each node in correctly inferred patterns, worst relative error (top {LATENCY_ROWS} by truth count)")?;
+    writeln!(
+        out,
+        "{:>6}  {:>8}  {:>11}  pattern",
+        "truth", "inferred", "worst error"
+    )?;
+    for l in s.latency.iter().take(LATENCY_ROWS) {
+        let worst = l
+            .nodes
+            .iter()
+            .max_by(|a, b| a.3.total_cmp(&b.3))
+            .map_or("", |n| n.0.as_str());
+        writeln!(
+            out,
+            "{:>6}  {:>8}  {:>10.2}%  {} (at {worst})",
+            l.truth_count,
+            l.inferred_count,
+            100.0 * l.worst,
+            l.signature
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes call-level scores against a truth file.
+pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "calls with their true parent: {} of {} ({:.2}%); {} true calls were not paired in the trace",
+        s.calls_right,
+        s.calls,
+        100.0 * s.call_accuracy(),
+        s.calls_not_inferred
+    )?;
+    writeln!(
+        out,
+        "requests whose whole tree is right: {} of {} ({:.2}%)",
+        s.requests_right,
+        s.requests,
+        100.0 * s.request_accuracy()
+    )
+}

@@ -1,0 +1,154 @@
+//! End-to-end tests of `blackbox eval`.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn blackbox() -> Command {
+    let mut cmd = Command::cargo_bin("blackbox").expect("the binary is built");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+/// Sequential requests: the algorithm cannot go wrong, so eval must report no error.
+const SEQUENTIAL: &str = "1 CALL A B 1 r1\n3 CALL B C 2 r1\n5 RET C B 2 r1\n7 CALL B D 3 r1\n9 RET D B 3 r1\n11 RET B A 1 r1\n\
+                          20 CALL A B 4 r2\n21 CALL B C 5 r2\n22 RET C B 5 r2\n23 RET B A 4 r2\n";
+
+#[test]
+fn a_perfect_inference_reports_zero_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.trace");
+    std::fs::write(&trace, SEQUENTIAL).unwrap();
+    let json = dir.path().join("eval.json");
+    blackbox()
+        .args([
+            "eval",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+            trace.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "instances inferred exactly: 2 of 2 (100.0%)",
+        ));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    for kind in ["patterns", "instances", "messages"] {
+        assert_eq!(doc["paths"][kind]["false_positives"], 0, "{kind}");
+        assert_eq!(doc["paths"][kind]["false_negatives"], 0, "{kind}");
+    }
+    assert_eq!(doc["paths"]["latency"][0]["worst"], 0.0);
+}
+
+#[test]
+fn planted_errors_in_a_truth_file_are_counted_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.trace");
+    std::fs::write(&trace, SEQUENTIAL).unwrap();
+    let assignments = dir.path().join("inferred.tsv");
+    blackbox()
+        .args([
+            "nest",
+            "-q",
+            "--assignments",
+            assignments.to_str().unwrap(),
+            trace.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let right = std::fs::read_to_string(&assignments).unwrap();
+    let truth = dir.path().join("truth.tsv");
+    std::fs::write(&truth, &right).unwrap();
+    blackbox()
+        .args([
+            "eval",
+            "-q",
+            "--truth",
+            truth.to_str().unwrap(),
+            trace.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("calls with their true parent: 5 of 5 (100.00%)")
+                .and(predicate::str::contains("2 of 2 (100.00%)")),
+        );
+    // Plant two errors: C of request 2 and D of request 1 are said to belong elsewhere.
+    let planted = right
+        .replace("B\tC\t5\t21.000000\tA\tB\t4", "B\tC\t5\t21.000000\tA\tB\t1")
+        .replace("B\tD\t3\t7.000000\tA\tB\t1", "B\tD\t3\t7.000000\t-\t-\t-");
+    assert_ne!(planted, right);
+    std::fs::write(&truth, planted).unwrap();
+    blackbox()
+        .args([
+            "eval",
+            "-q",
+            "--truth",
+            truth.to_str().unwrap(),
+            trace.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("calls with their true parent: 3 of 5 (60.00%)")
+                .and(predicate::str::contains("0 of 3 (0.00%)")),
+        );
+}
+
+#[test]
+fn a_trace_without_truth_column_is_refused_clearly() {
+    blackbox()
+        .args(["eval", "tests/data/figure2.trace"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "6 of 6 messages have no truth column",
+        ));
+}
+
+#[test]
+fn a_bad_truth_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let truth = dir.path().join("truth.tsv");
+    std::fs::write(&truth, "A\tB\n").unwrap();
+    blackbox()
+        .args([
+            "eval",
+            "--truth",
+            truth.to_str().unwrap(),
+            "tests/data/figure2.trace",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "truth.tsv:1: expected 7 tab-separated fields",
+        ));
+}
+
+#[test]
+fn eval_of_the_sample_matches_golden() {
+    let out = blackbox()
+        .args([
+            "eval",
+            "-q",
+            "--top-n",
+            "10",
+            "traces/multitier-sample.trace",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/multitier-sample.eval");
+    let out = String::from_utf8(out).unwrap();
+    if std::env::var_os("BLACKBOX_BLESS").is_some() {
+        std::fs::write(&path, &out).unwrap();
+    }
+    assert_eq!(
+        out,
+        std::fs::read_to_string(&path).expect("golden file; run with BLACKBOX_BLESS=1")
+    );
+}

@@ -1,5 +1,5 @@
-//! Writes the sample multi-tier trace that ships in `traces/`:
-//! `cargo run --example sample_trace -- SEED REQUESTS GAP_US > traces/multitier-sample.trace`
+//! Writes the sample multi-tier trace that ships in `tests/data/`:
+//! `cargo run --example sample_trace -- SEED REQUESTS GAP_US > tests/data/multitier-sample.trace`
 
 #[path = "../benches/support/multitier.rs"]
 mod multitier;

@@ -134,7 +134,7 @@ fn eval_of_the_sample_matches_golden() {
             "-q",
             "--top-n",
             "10",
-            "traces/multitier-sample.trace",
+            "tests/data/multitier-sample.trace",
         ])
         .assert()
         .success()

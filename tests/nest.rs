@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-const SAMPLE: &str = "traces/multitier-sample.trace";
+const SAMPLE: &str = "tests/data/multitier-sample.trace";
 
 fn blackbox() -> Command {
     Command::cargo_bin("blackbox").expect("the binary is built")

@@ -1,0 +1,204 @@
+//! The `maketrace` command: flags to library calls; errors to exit codes (2 for a bad
+//! config or flag, 1 otherwise, 0 when stdout closes early).
+
+use anyhow::{Context, Result};
+use blackbox::trace::time::{parse_duration, parse_seconds, Nanos};
+use clap::Parser;
+use maketrace::{config, generate, loss};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Generate a synthetic message trace with ground truth from a tracelet config.
+///
+/// Writes blackbox's text trace format with the path-instance id of every message as
+/// the last column; `blackbox eval` scores inference against it. The same config and
+/// seed always give the same trace.
+#[derive(Parser)]
+#[command(name = "maketrace", version, max_term_width = 100)]
+struct Cli {
+    /// The tracelet configuration (TOML).
+    config: PathBuf,
+
+    /// Write the trace here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    /// Seed of the random generator (ChaCha8: the same on every platform).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+
+    /// Stop starting instances after this long (e.g. 60s).
+    #[arg(long, value_name = "DURATION", value_parser = duration, conflicts_with = "messages")]
+    duration: Option<Nanos>,
+
+    /// Stop starting instances once this many messages were made.
+    #[arg(long, value_name = "N")]
+    messages: Option<u64>,
+
+    /// Trace start, seconds since the epoch.
+    #[arg(long, value_name = "SECONDS", default_value = "1700000000", value_parser = seconds)]
+    start: Nanos,
+
+    /// Network delay per message, `MEAN[±SD]` (e.g. 100us±20us): each message is then
+    /// written at both ends, CALL_SENT at the sender and CALL_RECV at the receiver.
+    #[arg(long, value_name = "DELAY")]
+    network_delay: Option<String>,
+
+    /// Round times to a multiple of this.
+    #[arg(long, value_name = "DURATION", default_value = "1us", value_parser = duration)]
+    resolution: Nanos,
+
+    /// Drop each observation with this probability.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    drop_rate: f64,
+
+    /// Model a sniffer capturing at most this many observations per second; bursts that
+    /// overflow its queue are lost (paper §7.5.5).
+    #[arg(long, value_name = "PER_SECOND")]
+    sniffer_rate: Option<f64>,
+
+    /// The sniffer's queue length.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 64,
+        requires = "sniffer_rate"
+    )]
+    sniffer_queue: usize,
+
+    /// Multiply every tracelet's parallel instances by this (the parallelism study).
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    parallel_factor: f64,
+
+    /// Multiply every delay's standard deviation by this (the delay-variation study).
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    sd_factor: f64,
+
+    /// Do not print the summary on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn duration(text: &str) -> Result<Nanos, String> {
+    parse_duration(text).map_err(|e| format!("`{text}`: {e}"))
+}
+
+fn seconds(text: &str) -> Result<Nanos, String> {
+    parse_seconds(text.as_bytes()).map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// A bad config or flag value: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(String);
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("maketrace: {e:#}");
+            let usage = e
+                .chain()
+                .any(|c| c.is::<Usage>() || c.is::<config::ConfigError>());
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let cli = Cli::parse();
+    let text = std::fs::read_to_string(&cli.config)
+        .with_context(|| format!("cannot read {}", cli.config.display()))?;
+    let mut model = config::parse(&text).with_context(|| format!("{}", cli.config.display()))?;
+    if !(cli.parallel_factor > 0.0 && cli.sd_factor >= 0.0) {
+        return Err(Usage(
+            "--parallel-factor must be positive and --sd-factor not negative".into(),
+        )
+        .into());
+    }
+    model.scale_parallel(cli.parallel_factor);
+    model.scale_sd(cli.sd_factor);
+    if !(0.0..1.0).contains(&cli.drop_rate) {
+        return Err(Usage(format!(
+            "--drop-rate {} is not a probability below 1",
+            cli.drop_rate
+        ))
+        .into());
+    }
+    if cli.resolution <= 0 {
+        return Err(Usage("--resolution must be positive".into()).into());
+    }
+    let network = match &cli.network_delay {
+        None => None,
+        Some(text) => {
+            Some(config::parse_delay(text).map_err(|e| Usage(format!("--network-delay: {e}")))?)
+        }
+    };
+    let sniffer = match cli.sniffer_rate {
+        Some(rate) if rate > 0.0 && cli.sniffer_queue > 0 => Some(loss::Sniffer {
+            rate,
+            queue: cli.sniffer_queue,
+        }),
+        Some(_) => {
+            return Err(Usage("--sniffer-rate and --sniffer-queue must be positive".into()).into())
+        }
+        None => None,
+    };
+    let stop = match (cli.duration, cli.messages) {
+        (_, Some(n)) => generate::Stop::Messages(n),
+        (Some(d), None) => generate::Stop::Duration(d),
+        (None, None) => generate::Stop::Duration(60_000_000_000),
+    };
+    let options = generate::Options {
+        start: cli.start,
+        stop,
+        network,
+        resolution: cli.resolution,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(cli.seed);
+    let mut trace = generate::generate(&model, &options, &mut rng);
+    let observations = trace.lines.len();
+    let dropped = loss::apply(&mut trace.lines, cli.drop_rate, sniffer, &mut rng);
+    if !cli.quiet {
+        let lost = dropped.random + dropped.sniffer;
+        eprintln!(
+            "maketrace: {} instances of {} tracelet{}, {} messages, {} observations; dropped {} ({:.2}%): {} at random, {} by the sniffer queue",
+            trace.instances,
+            model.tracelets.len(),
+            if model.tracelets.len() == 1 { "" } else { "s" },
+            trace.messages,
+            observations,
+            lost,
+            100.0 * lost as f64 / observations.max(1) as f64,
+            dropped.random,
+            dropped.sniffer
+        );
+    }
+    match &cli.output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = BufWriter::new(file);
+            maketrace::write_text(&trace, &mut out)
+                .and_then(|()| out.flush())
+                .with_context(|| format!("writing {}", path.display()))
+        }
+        None => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            maketrace::write_text(&trace, &mut out)?;
+            out.flush()?;
+            Ok(())
+        }
+    }
+}

@@ -13,7 +13,7 @@ pub mod parents;
 pub mod patterns;
 pub mod scoreboard;
 
-use crate::trace::{Nanos, Trace};
+use crate::trace::{call_id_order, Nanos, Trace};
 use call_pairs::{CallPair, PairingStats};
 use parents::{Penalties, NO_PARENT};
 use patterns::Pattern;
@@ -136,7 +136,7 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
     let per_node: Vec<NodeOutcome> = incoming
         .par_iter_mut()
         .zip(outgoing.par_iter_mut())
-        .map(|(incoming, outgoing)| nest_node(&pairs, incoming, outgoing, bins, options))
+        .map(|(incoming, outgoing)| nest_node(trace, &pairs, incoming, outgoing, bins, options))
         .collect();
     drop((incoming, outgoing));
 
@@ -223,15 +223,31 @@ struct NodeOutcome {
 
 /// Steps 2 and 3 for one node B: candidates, B's scoreboard, parent choice.
 fn nest_node(
+    trace: &Trace,
     pairs: &[CallPair],
     incoming: &mut [u32],
     outgoing: &mut [u32],
     bins: Bins,
     options: &NestOptions,
 ) -> NodeOutcome {
-    incoming.sort_unstable_by_key(|&i| (pairs[i as usize].callee_recv, i));
-    // Pairs are in caller_send order already; keep it explicit for the reader.
-    outgoing.sort_unstable_by_key(|&i| (pairs[i as usize].caller_send, i));
+    // Both orders are on this node's clock. Ties (coarse timestamps) break by the other
+    // node's name and the call id's text, never by the global pair order, which follows
+    // other hosts' clocks: an offset between hosts must not change any decision here.
+    let by_id = |a: &CallPair, b: &CallPair| call_id_order(&trace.call_ids, a.call_id, b.call_id);
+    incoming.sort_unstable_by(|&x, &y| {
+        let (a, b) = (&pairs[x as usize], &pairs[y as usize]);
+        (a.callee_recv, a.caller)
+            .cmp(&(b.callee_recv, b.caller))
+            .then_with(|| by_id(a, b))
+            .then(x.cmp(&y))
+    });
+    outgoing.sort_unstable_by(|&x, &y| {
+        let (a, b) = (&pairs[x as usize], &pairs[y as usize]);
+        (a.caller_send, a.callee)
+            .cmp(&(b.caller_send, b.callee))
+            .then_with(|| by_id(a, b))
+            .then(x.cmp(&y))
+    });
     let candidates = candidates::find_candidates(
         pairs,
         incoming,
@@ -368,6 +384,26 @@ mod tests {
         let (_, n) = nest_text(text, &loose);
         assert_eq!(n.patterns.len(), 1);
         assert_eq!(n.patterns[0].signature, "A->B(C)");
+    }
+
+    /// Two calls reach B in the same tick; only the senders' clocks order them. B's
+    /// choice between them must not depend on those other clocks.
+    #[test]
+    fn ties_at_a_node_do_not_depend_on_other_hosts_clocks() {
+        let decide = |x_sends: &str, y_sends: &str| {
+            let text = format!(
+                "{x_sends} CALL_SENT X B px\n5 CALL_RECV X B px\n{y_sends} CALL_SENT Y B py\n5 CALL_RECV Y B py\n\
+                 5 CALL B C c\n6 RET C B c\n7 RET B X px\n7 RET B Y py\n"
+            );
+            let (trace, n) = nest_text(&text, &NestOptions::default());
+            let child = (0..n.pairs.len())
+                .find(|&i| trace.call_id_text(n.pairs[i].call_id) == "c")
+                .unwrap();
+            trace
+                .call_id_text(n.pairs[n.parent[child] as usize].call_id)
+                .to_owned()
+        };
+        assert_eq!(decide("1", "2"), decide("2", "1"));
     }
 
     #[test]

@@ -196,7 +196,8 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
     Ok(true)
 }
 
-fn parse_op(op: &[u8]) -> Option<(Kind, End)> {
+/// The kind of message and the end it was seen at, from an op field (`CALL_RECV`, ...).
+pub fn parse_op(op: &[u8]) -> Option<(Kind, End)> {
     Some(match op {
         b"CALL_SENT" | b"CALL" => (Kind::Call, End::Sent),
         b"CALL_RECV" => (Kind::Call, End::Received),

@@ -144,6 +144,16 @@ pub fn evaluate(trace: &Trace, inferred: &Nesting, truth: &Nesting, max_n: usize
     }
 }
 
+/// Patterns and instances of `inferred` against `truth` by signature counts alone, for
+/// two traces of one run that differ in what was captured (a lossy or skewed copy
+/// against the clean ground truth, paper §7.5.5): (patterns, instances).
+pub fn compare_patterns(inferred: &Nesting, truth: &Nesting) -> (Counts, Counts) {
+    (
+        count_patterns(inferred, truth),
+        count_instances(inferred, truth),
+    )
+}
+
 fn by_signature(nesting: &Nesting) -> HashMap<&str, &Pattern> {
     nesting
         .patterns
@@ -240,7 +250,10 @@ fn ranked(nesting: &Nesting) -> Vec<&Pattern> {
     patterns
 }
 
-fn top_n(inferred: &Nesting, truth: &Nesting, max_n: usize) -> Vec<TopN> {
+/// Top-N ground-truth patterns missing from the inferred top N, for N = 1..=max_n (at
+/// most the number of true patterns). Uses pattern counts alone, so `inferred` may come
+/// from a lossy or skewed copy of the trace.
+pub fn top_n(inferred: &Nesting, truth: &Nesting, max_n: usize) -> Vec<TopN> {
     let (t, i) = (ranked(truth), ranked(inferred));
     let inferred_count: HashMap<&str, u64> = i
         .iter()

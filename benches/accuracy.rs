@@ -299,92 +299,97 @@ fn top_n(report: &mut Report) {
     );
 }
 
-/// Figure 19: false-positive instances vs parallelism.
-fn parallelism(report: &mut Report) {
-    let factors = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
+/// One knob swept over every config: false-positive instance rate at each setting.
+struct Sweep {
+    name: &'static str,
+    title: &'static str,
+    x_label: &'static str,
+    column: fn(f64) -> String,
+    factors: &'static [f64],
+    apply: fn(&mut Run, f64),
+    /// Plot against the measured per-node parallelism instead of the factor.
+    x_is_parallelism: bool,
+    intro: &'static str,
+}
+
+fn sweep(report: &mut Report, sweep: &Sweep) {
     let mut rows = Vec::new();
     let mut series: Series = Vec::new();
-    let mut table = String::from("| trace | ");
-    table.push_str(&factors.map(|f| format!("×{f}")).join(" | "));
-    table.push_str(" |\n|---|");
-    table.push_str(&"---|".repeat(factors.len()));
-    table.push('\n');
+    let columns: Vec<String> = sweep.factors.iter().map(|&f| (sweep.column)(f)).collect();
+    let mut table = format!(
+        "| trace | {} |\n|---|{}\n",
+        columns.join(" | "),
+        "---|".repeat(columns.len())
+    );
     for config in CONFIGS {
         let mut points = Vec::new();
         let _ = write!(table, "| {config} |");
-        for &f in &factors {
-            let (s, p) = score(&Run {
-                parallel: f,
-                ..Run::new(config, 40_000)
-            });
+        for &f in sweep.factors {
+            let mut run = Run::new(config, 40_000);
+            (sweep.apply)(&mut run, f);
+            let (s, p) = score(&run);
             let fp = rate(s.instances.false_positives, s.instances.inferred);
             rows.push(format!(
                 "{config},{f},{p:.4},{fp:.6},{:.6}",
                 rate(s.calls_right, s.calls)
             ));
-            points.push((p, fp));
+            points.push((if sweep.x_is_parallelism { p } else { f }, fp));
             let _ = write!(table, " {:.1}% (p={p:.2}) |", 100.0 * fp);
         }
         table.push('\n');
         series.push((config.to_owned(), points));
     }
     report.csv(
-        "parallelism",
-        "config,parallel_factor,mean_parallelism,fp_instance_rate,call_accuracy",
+        sweep.name,
+        "config,factor,mean_parallelism,fp_instance_rate,call_accuracy",
         &rows,
     );
     plot(
-        &report.dir.join("parallelism.svg"),
-        "False positives vs parallelism (Figure 19)",
-        "mean per-node parallelism",
+        &report.dir.join(format!("{}.svg", sweep.name)),
+        sweep.title,
+        sweep.x_label,
         "false-positive instance rate",
         &series,
     );
     let _ = writeln!(
         report.markdown,
-        "## False positives vs parallelism (Figure 19)\n\n40,000 messages per trace; each config's `parallel` \
-         scaled by the factor; p is the measured mean per-node parallelism.\n\n![parallelism](accuracy/parallelism.svg)\n\n{table}"
+        "## {}\n\n{} p is the measured mean per-node parallelism.\n\n![{}](accuracy/{}.svg)\n\n{table}",
+        sweep.title, sweep.intro, sweep.name, sweep.name
+    );
+}
+
+/// Figure 19: false-positive instances vs parallelism.
+fn parallelism(report: &mut Report) {
+    sweep(
+        report,
+        &Sweep {
+            name: "parallelism",
+            title: "False positives vs parallelism (Figure 19)",
+            x_label: "mean per-node parallelism",
+            column: |f| format!("×{f}"),
+            factors: &[0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+            apply: |run, f| run.parallel = f,
+            x_is_parallelism: true,
+            intro: "40,000 messages per trace; each config's `parallel` scaled by the factor;",
+        },
     );
 }
 
 /// Figure 20: false-positive instances vs delay variation.
 fn variation(report: &mut Report) {
-    let factors = [0.0, 0.5, 1.0, 2.0, 3.0];
-    let mut rows = Vec::new();
-    let mut series: Series = Vec::new();
-    let mut table = String::from("| trace | ");
-    table.push_str(&factors.map(|f| format!("sd ×{f}")).join(" | "));
-    table.push_str(" |\n|---|");
-    table.push_str(&"---|".repeat(factors.len()));
-    table.push('\n');
-    for config in CONFIGS {
-        let mut points = Vec::new();
-        let _ = write!(table, "| {config} |");
-        for &f in &factors {
-            let (s, _) = score(&Run {
-                sd: f,
-                ..Run::new(config, 40_000)
-            });
-            let fp = rate(s.instances.false_positives, s.instances.inferred);
-            rows.push(format!("{config},{f},{fp:.6}"));
-            points.push((f, fp));
-            let _ = write!(table, " {:.1}% |", 100.0 * fp);
-        }
-        table.push('\n');
-        series.push((config.to_owned(), points));
-    }
-    report.csv("variation", "config,sd_factor,fp_instance_rate", &rows);
-    plot(
-        &report.dir.join("variation.svg"),
-        "False positives vs delay variation (Figure 20)",
-        "delay standard deviation (× the config's)",
-        "false-positive instance rate",
-        &series,
-    );
-    let _ = writeln!(
-        report.markdown,
-        "## False positives vs delay variation (Figure 20)\n\n40,000 messages per trace; every step's standard \
-         deviation scaled by the factor.\n\n![variation](accuracy/variation.svg)\n\n{table}"
+    sweep(
+        report,
+        &Sweep {
+            name: "variation",
+            title: "False positives vs delay variation (Figure 20)",
+            x_label: "delay standard deviation (× the config's)",
+            column: |f| format!("sd ×{f}"),
+            factors: &[0.0, 0.5, 1.0, 2.0, 3.0],
+            apply: |run, f| run.sd = f,
+            x_is_parallelism: false,
+            intro:
+                "40,000 messages per trace; every step's standard deviation scaled by the factor;",
+        },
     );
 }
 

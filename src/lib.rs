@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod eval;
+pub mod exit;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nesting;

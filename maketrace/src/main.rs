@@ -96,24 +96,9 @@ fn seconds(text: &str) -> Result<Nanos, String> {
 struct Usage(String);
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e)
-            if e.chain().any(|c| {
-                c.downcast_ref::<io::Error>()
-                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            }) =>
-        {
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("maketrace: {e:#}");
-            let usage = e
-                .chain()
-                .any(|c| c.is::<Usage>() || c.is::<config::ConfigError>());
-            ExitCode::from(if usage { 2 } else { 1 })
-        }
-    }
+    blackbox::exit::finish("maketrace", run(), |cause| {
+        cause.is::<Usage>() || cause.is::<config::ConfigError>()
+    })
 }
 
 fn run() -> Result<()> {

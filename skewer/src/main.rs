@@ -71,22 +71,9 @@ struct Cli {
 struct Usage(String);
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e)
-            if e.chain().any(|c| {
-                c.downcast_ref::<io::Error>()
-                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            }) =>
-        {
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("skewer: {e:#}");
-            let usage = e.chain().any(|c| c.is::<Usage>() || c.is::<SkewError>());
-            ExitCode::from(if usage { 2 } else { 1 })
-        }
-    }
+    blackbox::exit::finish("skewer", run(), |cause| {
+        cause.is::<Usage>() || cause.is::<SkewError>()
+    })
 }
 
 fn usage(message: String) -> anyhow::Error {

@@ -1,0 +1,37 @@
+//! How the command-line tools end, the same way for all three: an error is printed once,
+//! prefixed with the tool's name; bad input or usage exits 2, anything else 1; and a
+//! reader that closes stdout early (`blackbox nest ... | head`) ends the run quietly
+//! with 0. Owns nothing else.
+
+use std::error::Error;
+use std::io;
+use std::process::ExitCode;
+
+/// Exit code for bad input or bad usage (as clap uses for bad flags).
+pub const BAD_INPUT: u8 = 2;
+
+/// Maps a run's result to the process's exit code, printing the error if any.
+/// `is_bad_input` tells, for each error in the chain, whether it is the user's input.
+pub fn finish(
+    tool: &str,
+    result: anyhow::Result<()>,
+    is_bad_input: impl Fn(&(dyn Error + 'static)) -> bool,
+) -> ExitCode {
+    let Err(err) = result else {
+        return ExitCode::SUCCESS;
+    };
+    let broken_pipe = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    });
+    if broken_pipe {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("{tool}: {err:#}");
+    ExitCode::from(if err.chain().any(is_bad_input) {
+        BAD_INPUT
+    } else {
+        1
+    })
+}

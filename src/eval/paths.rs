@@ -192,23 +192,25 @@ fn count_instances(inferred: &Nesting, truth: &Nesting) -> Counts {
 /// when every one of its calls has its true parent and it holds every call of its true
 /// instance.
 fn exact_instances(inferred: &Nesting, truth: &Nesting) -> (u64, u64) {
+    // The root of every call, memoised: each walk stops at the first call whose root
+    // is known.
     let root_of = |parent: &[u32]| -> Vec<u32> {
-        // Pairs are in call-time order and a parent starts no later than its child, but
-        // ties can put a child first: resolve by walking, memoised.
         let mut root = vec![NO_PARENT; parent.len()];
-        for start in 0..parent.len() {
-            let mut path = vec![start as u32];
-            let mut at = start as u32;
-            while parent[at as usize] != NO_PARENT && root[at as usize] == NO_PARENT {
-                at = parent[at as usize];
+        let mut path = Vec::new();
+        for start in 0..parent.len() as u32 {
+            path.clear();
+            let mut at = start;
+            while root[at as usize] == NO_PARENT && parent[at as usize] != NO_PARENT {
                 path.push(at);
+                at = parent[at as usize];
             }
-            let r = if root[at as usize] != NO_PARENT {
-                root[at as usize]
-            } else {
+            let r = if root[at as usize] == NO_PARENT {
                 at
+            } else {
+                root[at as usize]
             };
-            for p in path {
+            root[at as usize] = r;
+            for &p in &path {
                 root[p as usize] = r;
             }
         }

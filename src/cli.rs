@@ -1,6 +1,7 @@
 //! Command-line flags and the thin glue from flags to library calls.
 
 use anyhow::{Context, Result};
+use blackbox::convolution::{self, ConvolveOptions};
 use blackbox::eval::{calls, paths};
 use blackbox::nesting::{self, parents::Penalties, NestOptions};
 use blackbox::report::{
@@ -45,6 +46,71 @@ enum Command {
     /// format): the fraction of calls given their true parent and of requests whose
     /// whole tree is right.
     Eval(EvalArgs),
+    /// Infer message paths with the convolution algorithm (paper §5.2), for any messages.
+    ///
+    /// For each root, follows the messages a node sends after it receives: arrivals and
+    /// departures become signals (√count per quantum), and the delays at which their
+    /// cross-correlation spikes are the node's causal delays. Calls and returns count as
+    /// plain messages, so RPC traces work too. Prints the paths, most followed first,
+    /// with each node's delays.
+    Convolve(ConvolveArgs),
+}
+
+#[derive(Args)]
+struct ConvolveArgs {
+    /// Text trace files, merged into one trace.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+
+    /// Time quantum of the signals (seconds, or with a unit).
+    #[arg(long, value_name = "DURATION", default_value = "0.01", value_parser = duration)]
+    quantum: Nanos,
+
+    /// Longest causal delay to look for.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
+    max_delay: Nanos,
+
+    /// Start paths here (repeatable); default: the nodes that send before they receive.
+    #[arg(long, value_name = "NODE")]
+    root: Vec<String>,
+
+    /// A message counts as caused at delay d when it leaves d ± this after an arrival
+    /// (default: one quantum).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    variance: Option<Nanos>,
+
+    /// Drop edges with fewer messages than this, as noise.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    min_count: u64,
+
+    /// A spike stands this many standard deviations above the mean.
+    #[arg(long, value_name = "N", default_value_t = 4.0)]
+    spike_sigma: f64,
+
+    /// Spikes are separated by a point under this many standard deviations.
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    gap_sigma: f64,
+
+    /// Longest path, in hops; longer ones stop and are counted.
+    #[arg(long, value_name = "N", default_value_t = 24)]
+    max_depth: usize,
+
+    /// Show only the first N paths.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+
+    /// Write one Graphviz file per shown path (path-001.dot, ...) into DIR, in the
+    /// paper's Figure 9 style.
+    #[arg(long, value_name = "DIR")]
+    dot: Option<PathBuf>,
+
+    /// Write the paths and counts as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Do not print the summary of what was read and skipped.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -162,7 +228,44 @@ pub fn run() -> Result<()> {
     match Cli::parse().command {
         Command::Nest(args) => nest(args),
         Command::Eval(args) => eval(args),
+        Command::Convolve(args) => convolve(args),
     }
+}
+
+fn convolve(args: ConvolveArgs) -> Result<()> {
+    let options = ConvolveOptions {
+        quantum: args.quantum,
+        max_delay: args.max_delay,
+        spike_sigma: args.spike_sigma,
+        gap_sigma: args.gap_sigma,
+        variance: args.variance,
+        min_count: args.min_count,
+        max_depth: args.max_depth,
+        roots: args.root.clone(),
+    };
+    let mut builder = TraceBuilder::new();
+    text::read_files(&args.files, &mut builder)?;
+    let trace = builder.finish();
+    let result = convolution::convolve(&trace, &options).with_context(|| describe(&args.files))?;
+    if !args.quiet {
+        report::paths::write_summary(&trace, &result, &mut io::stderr().lock())?;
+    }
+    if let Some(path) = &args.json {
+        let mut w = BufWriter::new(
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        );
+        report::paths::write_json(&trace, &result, &options, &mut w)
+            .and_then(|()| w.flush())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(dir) = &args.dot {
+        report::paths::write_dot_dir(&trace, &result, args.top, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    report::paths::write_table(&trace, &result, args.top, &mut out)?;
+    out.flush()?;
+    Ok(())
 }
 
 fn eval(args: EvalArgs) -> Result<()> {

@@ -9,6 +9,7 @@ fn main() -> ExitCode {
     blackbox::exit::finish("blackbox", cli::run(), |cause| {
         cause.is::<blackbox::trace::text::TraceError>()
             || cause.is::<blackbox::nesting::NestError>()
+            || cause.is::<blackbox::convolution::ConvolveError>()
             || cause.is::<blackbox::eval::paths::EvalError>()
             || cause.is::<blackbox::eval::calls::TruthFileError>()
     })

@@ -7,6 +7,7 @@ pub mod assignments;
 pub mod dot;
 pub mod evaluation;
 pub mod json;
+pub mod paths;
 pub mod summary;
 pub mod table;
 

@@ -1,0 +1,251 @@
+//! Output of the convolution algorithm: the ranked table of paths with each hop's delays,
+//! the design's JSON, and Graphviz dot in the style of the paper's Figure 9 (each edge
+//! labelled with its delays, most frequent first, and its message count).
+
+use super::seconds;
+use crate::convolution::{Convolution, ConvolveOptions, PathPattern};
+use crate::trace::time::human_duration;
+use crate::trace::Trace;
+use graphviz_rust::dot_structures::{
+    Attribute, Edge as DotEdge, EdgeTy, Graph, Id, Node, NodeId, Stmt, Vertex,
+};
+use graphviz_rust::printer::{DotPrinter, PrinterContext};
+use serde::Serialize;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+fn delays_text(edge: &crate::convolution::Edge) -> String {
+    edge.delays
+        .iter()
+        .map(|d| human_duration(d.delay as f64))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// `a -> b -[30.00 ms]-> c`: the path with the delay at each sender.
+fn path_text(trace: &Trace, path: &PathPattern) -> String {
+    let mut s = trace.node_name(path.edges[0].from).to_owned();
+    for e in &path.edges {
+        if e.delays.is_empty() {
+            s.push_str(" -> ");
+        } else {
+            s.push_str(&format!(" -[{}]-> ", delays_text(e)));
+        }
+        s.push_str(trace.node_name(e.to));
+    }
+    s
+}
+
+/// Writes the ranked table (`top` paths at most).
+pub fn write_table(
+    trace: &Trace,
+    result: &Convolution,
+    top: Option<usize>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let shown = top.unwrap_or(usize::MAX).min(result.paths.len());
+    writeln!(
+        out,
+        "rank  count  path, with the delay at each node before it sends on"
+    )?;
+    for (rank, p) in result.paths.iter().take(shown).enumerate() {
+        writeln!(
+            out,
+            "{:>4}  {:>5}  {}",
+            rank + 1,
+            p.count(),
+            path_text(trace, p)
+        )?;
+    }
+    let hidden = result.paths.len() - shown;
+    if hidden > 0 {
+        writeln!(
+            out,
+            "({hidden} more path{} not shown; see --top)",
+            if hidden == 1 { "" } else { "s" }
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the summary for stderr.
+pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -> io::Result<()> {
+    let s = &result.stats;
+    let roots: Vec<&str> = result.roots.iter().map(|&r| trace.node_name(r)).collect();
+    writeln!(
+        out,
+        "read {} messages; roots: {}; {} correlations",
+        s.messages,
+        roots.join(", "),
+        s.correlations
+    )?;
+    writeln!(
+        out,
+        "skipped: {} edges under --min-count, {} spikes at negative delays; stopped: {} paths at a repeated edge, {} at the depth limit",
+        s.edges_below_min_count, s.negative_delay_spikes, s.repeated_edges, s.depth_limited
+    )
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    algorithm: &'static str,
+    input: &'a crate::convolution::ConvolveStats,
+    options: OptionsOut,
+    roots: Vec<&'a str>,
+    patterns: Vec<PathOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct OptionsOut {
+    quantum_s: f64,
+    max_delay_s: f64,
+    spike_sigma: f64,
+    gap_sigma: f64,
+    variance_s: f64,
+    min_count: u64,
+    max_depth: usize,
+}
+
+#[derive(Serialize)]
+struct PathOut<'a> {
+    rank: usize,
+    signature: String,
+    count: u64,
+    edges: Vec<EdgeOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct EdgeOut<'a> {
+    from: &'a str,
+    to: &'a str,
+    count: u64,
+    delays_s: Vec<DelayOut>,
+}
+
+#[derive(Serialize)]
+struct DelayOut {
+    delay: f64,
+    count: u64,
+}
+
+/// Writes the design's JSON for convolution.
+pub fn write_json(
+    trace: &Trace,
+    result: &Convolution,
+    options: &ConvolveOptions,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let document = Document {
+        algorithm: "convolution",
+        input: &result.stats,
+        options: OptionsOut {
+            quantum_s: seconds(options.quantum as f64),
+            max_delay_s: seconds(options.max_delay as f64),
+            spike_sigma: options.spike_sigma,
+            gap_sigma: options.gap_sigma,
+            variance_s: seconds(options.variance.unwrap_or(options.quantum) as f64),
+            min_count: options.min_count,
+            max_depth: options.max_depth,
+        },
+        roots: result.roots.iter().map(|&r| trace.node_name(r)).collect(),
+        patterns: result
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(rank, p)| PathOut {
+                rank: rank + 1,
+                signature: p.signature(trace),
+                count: p.count(),
+                edges: p
+                    .edges
+                    .iter()
+                    .map(|e| EdgeOut {
+                        from: trace.node_name(e.from),
+                        to: trace.node_name(e.to),
+                        count: e.count,
+                        delays_s: e
+                            .delays
+                            .iter()
+                            .map(|d| DelayOut {
+                                delay: seconds(d.delay as f64),
+                                count: d.count,
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    serde_json::to_writer_pretty(&mut *out, &document)?;
+    out.write_all(b"\n")
+}
+
+/// Writes `path-NNN.dot` for the first `top` paths into `dir`, returning the paths.
+pub fn write_dot_dir(
+    trace: &Trace,
+    result: &Convolution,
+    top: Option<usize>,
+    dir: &Path,
+) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let shown = top.unwrap_or(usize::MAX).min(result.paths.len());
+    let width = shown.to_string().len().max(3);
+    (0..shown)
+        .map(|i| {
+            let file = dir.join(format!("path-{:0width$}.dot", i + 1));
+            let mut context = PrinterContext::default();
+            context.with_semi();
+            let text = dot_graph(trace, &result.paths[i], i + 1).print(&mut context);
+            std::fs::write(&file, text + "\n")?;
+            Ok(file)
+        })
+        .collect()
+}
+
+fn dot_graph(trace: &Trace, path: &PathPattern, rank: usize) -> Graph {
+    let id = |s: &str| NodeId(Id::Plain(s.to_owned()), None);
+    let attr = |k: &str, v: &str| Attribute(Id::Plain(k.to_owned()), Id::Escaped(quote(v)));
+    let mut stmts = vec![
+        Stmt::Attribute(attr(
+            "label",
+            &format!("#{rank}  {}", path.signature(trace)),
+        )),
+        Stmt::Attribute(attr("labelloc", "t")),
+        Stmt::Attribute(attr("rankdir", "LR")),
+        Stmt::Node(Node::new(
+            id("v0"),
+            vec![attr("label", trace.node_name(path.edges[0].from))],
+        )),
+    ];
+    for (i, e) in path.edges.iter().enumerate() {
+        stmts.push(Stmt::Node(Node::new(
+            id(&format!("v{}", i + 1)),
+            vec![attr("label", trace.node_name(e.to))],
+        )));
+        let label = if e.delays.is_empty() {
+            format!("({})", e.count)
+        } else {
+            format!("{}\n({})", delays_text(e), e.count)
+        };
+        stmts.push(Stmt::Edge(DotEdge {
+            ty: EdgeTy::Pair(
+                Vertex::N(id(&format!("v{i}"))),
+                Vertex::N(id(&format!("v{}", i + 1))),
+            ),
+            attributes: vec![attr("label", &label)],
+        }));
+    }
+    Graph::DiGraph {
+        id: Id::Escaped(quote(&format!("path {rank}"))),
+        strict: false,
+        stmts,
+    }
+}
+
+fn quote(text: &str) -> String {
+    let escaped = text
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    format!("\"{escaped}\"")
+}

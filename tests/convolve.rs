@@ -1,0 +1,193 @@
+//! End-to-end tests of `blackbox convolve`, on traces maketrace makes in-process.
+
+use assert_cmd::Command;
+use blackbox::convolution::{convolve, ConvolveOptions};
+use blackbox::trace::{text, Trace, TraceBuilder};
+use maketrace::{config, generate};
+use predicates::prelude::*;
+use rand::SeedableRng;
+use std::path::Path;
+
+const QUANTUM: i64 = 10_000_000;
+
+fn blackbox() -> Command {
+    let mut cmd = Command::cargo_bin("blackbox").expect("built");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+/// `messages` messages of a config in traces/configs, one line each at the sender.
+fn generated(config_name: &str, messages: u64, seed: u64) -> Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/configs")
+        .join(format!("{config_name}.toml"));
+    let model = config::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let options = generate::Options {
+        start: 1_700_000_000_000_000_000,
+        stop: generate::Stop::Messages(messages),
+        network: None,
+        resolution: 1_000,
+    };
+    let trace = generate::generate(
+        &model,
+        &options,
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+    );
+    let mut text_bytes = Vec::new();
+    maketrace::write_text(&trace, &mut text_bytes).unwrap();
+    let mut builder = TraceBuilder::new();
+    text::read(Path::new(config_name), &text_bytes[..], &mut builder).unwrap();
+    builder.finish()
+}
+
+/// (signature, delays of each hop after the first, ms) of every path found.
+fn paths(trace: &Trace) -> Vec<(String, Vec<f64>, u64)> {
+    let result = convolve(trace, &ConvolveOptions::default()).unwrap();
+    result
+        .paths
+        .iter()
+        .map(|p| {
+            (
+                p.signature(trace),
+                p.edges[1..]
+                    .iter()
+                    .map(|e| e.delays[0].delay as f64 / 1e6)
+                    .collect(),
+                p.count(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn free_form_edges_and_delays_are_found_within_a_quantum() {
+    let trace = generated("freeform", 30_000, 5);
+    let found = paths(&trace);
+    let signatures: Vec<&str> = found.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(
+        signatures,
+        ["source->relay->processor->sink", "source->relay->archive"],
+        "{found:?}"
+    );
+    let within = |got: f64, want: f64| (got - want).abs() <= QUANTUM as f64 / 1e6;
+    assert!(
+        within(found[0].1[0], 20.0) && within(found[0].1[1], 35.0),
+        "{found:?}"
+    );
+    assert!(within(found[1].1[0], 80.0), "{found:?}");
+    // Every true message was followed: six lanes of three messages, three of two.
+    assert!(found[0].2 > 2_000 && found[1].2 > 1_000, "{found:?}");
+}
+
+#[test]
+fn the_added_delay_is_blamed_on_the_ws2_edge_within_a_quantum() {
+    // Paper Figure 13: the path through WS2, AUTH and AP1 carries the extra 200 ms on the
+    // edge from WS2 to AP1.
+    let delay = |config: &str| {
+        let trace = generated(config, 100_000, 3);
+        paths(&trace)
+            .into_iter()
+            .find(|p| p.0 == "client->WS2->AUTH->WS2->AP1->DB->AP1->WS2->client")
+            .map(|p| p.1[2])
+            .expect("the WS2 path with AUTH and AP1 is found")
+    };
+    let (normal, added) = (delay("multitier"), delay("multitier-added-delay"));
+    assert!(
+        ((added - normal) - 200.0).abs() <= QUANTUM as f64 / 1e6,
+        "normal {normal} ms, added {added} ms"
+    );
+}
+
+#[test]
+fn json_and_dot_follow_the_design() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    blackbox()
+        .args([
+            "convolve",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+            "--dot",
+            dir.path().to_str().unwrap(),
+            "traces/freeform.trace",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("source -> relay -[20."));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(doc["algorithm"], "convolution");
+    assert_eq!(doc["roots"], serde_json::json!(["source"]));
+    let first = &doc["patterns"][0];
+    assert_eq!(first["rank"], 1);
+    assert_eq!(first["signature"], "source->relay->processor->sink");
+    let hop = &first["edges"][1];
+    assert_eq!(
+        (hop["from"].as_str(), hop["to"].as_str()),
+        (Some("relay"), Some("processor"))
+    );
+    assert!((hop["delays_s"][0]["delay"].as_f64().unwrap() - 0.020).abs() < 0.01);
+    assert!(doc["input"]["correlations"].as_u64().unwrap() > 0);
+    let dot = std::fs::read_to_string(dir.path().join("path-001.dot")).unwrap();
+    assert!(
+        dot.contains("v1 -> v2 [label=\"20.") && dot.contains("rankdir=\"LR\""),
+        "{dot}"
+    );
+}
+
+#[test]
+fn roots_can_be_named_and_unknown_ones_are_refused() {
+    blackbox()
+        .args(["convolve", "-q", "--root", "relay", "traces/freeform.trace"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("relay -> processor -[")
+                .and(predicate::str::contains("source").not()),
+        );
+    blackbox()
+        .args(["convolve", "--root", "nobody", "traces/freeform.trace"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--root nobody: no such node"));
+}
+
+#[test]
+fn rpc_traces_work_as_plain_messages_and_the_summary_counts_what_was_cut() {
+    blackbox()
+        .args(["convolve", "traces/multitier.trace"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("client -> WS1 -[50."))
+        .stderr(
+            predicate::str::contains("roots: client")
+                .and(predicate::str::contains("spikes at negative delays")),
+        );
+}
+
+#[test]
+fn bad_input_and_options_are_refused_clearly() {
+    blackbox()
+        .args(["convolve", "tests/data/empty.trace"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no messages"));
+    blackbox()
+        .args(["convolve", "--quantum", "0", "traces/freeform.trace"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("quantum must be positive"));
+    blackbox()
+        .args([
+            "convolve",
+            "--spike-sigma",
+            "2",
+            "--gap-sigma",
+            "3",
+            "traces/freeform.trace",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("0 ≤ S < N"));
+}

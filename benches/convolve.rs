@@ -1,0 +1,78 @@
+//! Speed of the convolution algorithm on the paper's workload: a 500-second multi-tier
+//! trace at a 10 ms quantum (Table 1: 6,684 CPU seconds; the target here is under one
+//! second), and the correlation engine alone on 10⁶ and 10⁷ quanta at a 1 s lag window.
+//!
+//! `cargo bench --bench convolve`
+
+use blackbox::convolution::correlation::{Correlator, Signal};
+use blackbox::convolution::{convolve, ConvolveOptions};
+use blackbox::trace::{text, TraceBuilder};
+use criterion::{criterion_group, criterion_main, Criterion};
+use maketrace::{config, generate};
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+use std::time::Duration;
+
+fn multitier_trace(seconds: i64) -> blackbox::trace::Trace {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/configs/multitier.toml");
+    let model = config::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let options = generate::Options {
+        start: 1_700_000_000_000_000_000,
+        stop: generate::Stop::Duration(seconds * 1_000_000_000),
+        network: None,
+        resolution: 1_000,
+    };
+    let trace = generate::generate(
+        &model,
+        &options,
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(1),
+    );
+    let mut bytes = Vec::new();
+    maketrace::write_text(&trace, &mut bytes).unwrap();
+    let mut builder = TraceBuilder::new();
+    text::read(Path::new("bench"), &bytes[..], &mut builder).unwrap();
+    builder.finish()
+}
+
+fn bench(c: &mut Criterion) {
+    let trace = multitier_trace(500);
+    let options = ConvolveOptions::default();
+    let probe = convolve(&trace, &options).unwrap();
+    eprintln!(
+        "500 s multi-tier trace: {} messages, {} correlations, {} paths",
+        trace.messages.len(),
+        probe.stats.correlations,
+        probe.paths.len()
+    );
+    let mut group = c.benchmark_group("convolve");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    group.bench_function("multitier_500s_10ms", |b| {
+        b.iter(|| convolve(&trace, &options).unwrap())
+    });
+
+    // One correlation of two busy signals (a message in 30% of quanta) with lags ±1 s
+    // at 10 ms (L = 100) and at 1 ms (L = 1000).
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+    for (quanta, max_lag) in [(1_000_000i64, 100usize), (10_000_000, 1_000)] {
+        let points: Vec<(i64, f64)> = (0..quanta)
+            .filter(|_| rng.gen_bool(0.3))
+            .map(|t| (t, 1.0))
+            .collect();
+        let s1 = Signal {
+            points: points.clone(),
+        };
+        let s2 = Signal {
+            points: points.iter().map(|&(t, v)| (t + 7, v)).collect(),
+        };
+        let correlator = Correlator::new(max_lag);
+        group.bench_function(format!("correlate_{quanta}_quanta_lag_{max_lag}"), |b| {
+            b.iter(|| correlator.correlate(&s1, &s2))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -95,6 +95,14 @@ struct ConvolveArgs {
     #[arg(long, value_name = "N", default_value_t = 24)]
     max_depth: usize,
 
+    /// Most times one hop may occur on a path (a cycle of coincidences stops there).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    max_repeats: usize,
+
+    /// Stop the search after this many correlations, counting the paths cut short.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    max_correlations: u64,
+
     /// Show only the first N paths.
     #[arg(long, value_name = "N")]
     top: Option<usize>,
@@ -241,6 +249,8 @@ fn convolve(args: ConvolveArgs) -> Result<()> {
         variance: args.variance,
         min_count: args.min_count,
         max_depth: args.max_depth,
+        max_repeats: args.max_repeats,
+        max_correlations: args.max_correlations,
         roots: args.root.clone(),
     };
     let mut builder = TraceBuilder::new();

@@ -33,6 +33,12 @@ pub struct ConvolveOptions {
     pub min_count: u64,
     /// Longest path, in edges.
     pub max_depth: usize,
+    /// Most times one hop (sender, receiver) may occur on a path: RPC paths revisit
+    /// nodes, but a hop repeated more often is a cycle of coincidences.
+    pub max_repeats: usize,
+    /// The search stops after this many correlations, so it always ends; paths cut
+    /// there are counted.
+    pub max_correlations: u64,
     /// Where paths start; empty: the nodes that send before they ever receive.
     pub roots: Vec<String>,
 }
@@ -47,6 +53,8 @@ impl Default for ConvolveOptions {
             variance: None,
             min_count: 10,
             max_depth: 24,
+            max_repeats: 3,
+            max_correlations: 20_000,
             roots: Vec::new(),
         }
     }
@@ -129,10 +137,12 @@ pub struct ConvolveStats {
     pub negative_delay_spikes: u64,
     /// Edges with fewer than `min_count` messages, dropped as noise.
     pub edges_below_min_count: u64,
-    /// Paths stopped because an edge repeated with the same delay (a cycle).
+    /// Paths stopped because a hop occurred `max_repeats` times (a cycle).
     pub repeated_edges: u64,
     /// Paths stopped at the depth limit.
     pub depth_limited: u64,
+    /// Paths cut when the correlation budget ran out (the result is then incomplete).
+    pub budget_cut: u64,
 }
 
 /// The result.
@@ -193,8 +203,8 @@ fn validate(o: &ConvolveOptions) -> Result<(), ConvolveError> {
     if o.variance.is_some_and(|v| v < 0) {
         return bad("the variance cannot be negative");
     }
-    if o.max_depth == 0 {
-        return bad("the depth limit must be at least 1");
+    if o.max_depth == 0 || o.max_repeats == 0 {
+        return bad("the depth limit and the repeat limit must be at least 1");
     }
     Ok(())
 }
@@ -314,6 +324,13 @@ impl<'a> Search<'a> {
         paths: &mut Vec<PathPattern>,
         stats: &mut ConvolveStats,
     ) {
+        if stats.correlations >= self.options.max_correlations {
+            stats.budget_cut += 1;
+            paths.push(PathPattern {
+                edges: path.clone(),
+            });
+            return;
+        }
         let caused = self.find_caused(node, arrivals, stats);
         if caused.is_empty() {
             paths.push(PathPattern {
@@ -322,22 +339,21 @@ impl<'a> Search<'a> {
             return;
         }
         for c in caused {
-            let delay_quantum = c.delays[0].delay / self.options.quantum;
-            let repeated = path.iter().any(|e| {
-                e.from == node
-                    && e.to == c.to
-                    && e.delays
-                        .first()
-                        .is_some_and(|d| d.delay / self.options.quantum == delay_quantum)
-            });
-            let edge = Edge {
+            // A hop may recur (a service calling the database twice), but not without
+            // end. The same hop at the same delay is exactly what a second call looks like,
+            // so only the number of occurrences can tell a cycle.
+            let occurrences = path
+                .iter()
+                .filter(|e| e.from == node && e.to == c.to)
+                .count()
+                + 1;
+            path.push(Edge {
                 from: node,
                 to: c.to,
                 count: c.messages.len() as u64,
                 delays: c.delays,
-            };
-            path.push(edge);
-            if repeated {
+            });
+            if occurrences >= self.options.max_repeats {
                 stats.repeated_edges += 1;
                 paths.push(PathPattern {
                     edges: path.clone(),
@@ -399,23 +415,28 @@ impl<'a> Search<'a> {
             let mut taken = vec![false; leaving.len()];
             let mut delays = Vec::new();
             let mut messages = Vec::new();
-            for spike in spikes::find_spikes(&c, self.options.spike_sigma, self.options.gap_sigma) {
-                let lag = spike as i64 - self.max_lag;
-                if lag < 0 {
-                    stats.negative_delay_spikes += 1;
-                    continue;
-                }
+            // Negative delays are suppressed (5.2.3), and judged apart: the calls that
+            // caused these very arrivals make a large spike at a negative lag, which
+            // would raise the deviation enough to hide a genuine later spike.
+            let (before, after) = c.split_at(self.max_lag as usize);
+            stats.negative_delay_spikes +=
+                spikes::find_spikes(before, self.options.spike_sigma, self.options.gap_sigma).len()
+                    as u64;
+            for lag in spikes::find_spikes(after, self.options.spike_sigma, self.options.gap_sigma)
+            {
+                let lag = lag as i64;
                 let (mut sum, mut count) = (0i128, 0u64);
                 for (k, &(t, i)) in leaving.iter().enumerate() {
                     if taken[k] {
                         continue;
                     }
-                    // The arrival nearest to t − delay, within ± variance.
+                    // The arrival nearest to t − delay, within ± variance, and never after
+                    // the departure: an effect does not precede its cause.
                     let target = t - lag * q;
                     let from = arrival_times.partition_point(|&a| a < target - self.variance);
                     let nearest = arrival_times[from..]
                         .iter()
-                        .take_while(|&&a| a <= target + self.variance)
+                        .take_while(|&&a| a <= (target + self.variance).min(t))
                         .min_by_key(|&&a| (a - target).abs());
                     if let Some(&a) = nearest {
                         taken[k] = true;

@@ -7,4 +7,5 @@
 //! the assignments format (real traces), scored call by call by [`calls`].
 
 pub mod calls;
+pub mod message_paths;
 pub mod paths;

@@ -81,9 +81,17 @@ pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -
     )?;
     writeln!(
         out,
-        "skipped: {} edges under --min-count, {} spikes at negative delays; stopped: {} paths at a repeated edge, {} at the depth limit",
+        "skipped: {} edges under --min-count, {} spikes at negative delays; stopped: {} paths at a repeated hop, {} at the depth limit",
         s.edges_below_min_count, s.negative_delay_spikes, s.repeated_edges, s.depth_limited
-    )
+    )?;
+    if s.budget_cut > 0 {
+        writeln!(
+            out,
+            "warning: the search reached --max-correlations and cut {} paths short; the paths are incomplete (raise the limit, a coarser --quantum or a higher --min-count)",
+            s.budget_cut
+        )?;
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -104,6 +112,8 @@ struct OptionsOut {
     variance_s: f64,
     min_count: u64,
     max_depth: usize,
+    max_repeats: usize,
+    max_correlations: u64,
 }
 
 #[derive(Serialize)]
@@ -146,6 +156,8 @@ pub fn write_json(
             variance_s: seconds(options.variance.unwrap_or(options.quantum) as f64),
             min_count: options.min_count,
             max_depth: options.max_depth,
+            max_repeats: options.max_repeats,
+            max_correlations: options.max_correlations,
         },
         roots: result.roots.iter().map(|&r| trace.node_name(r)).collect(),
         patterns: result

@@ -150,14 +150,7 @@ pub fn write_text(events: &[Event], out: &mut impl Write) -> io::Result<()> {
     for e in events {
         line.clear();
         blackbox::trace::time::push_seconds(&mut line, e.time);
-        let op = match (e.kind, e.end) {
-            (Kind::Call, End::Sent) => "CALL_SENT",
-            (Kind::Call, End::Received) => "CALL_RECV",
-            (Kind::Return, End::Sent) => "RET_SENT",
-            (Kind::Return, End::Received) => "RET_RECV",
-            (Kind::Free, End::Sent) => "MSG_SENT",
-            (Kind::Free, End::Received) => "MSG_RECV",
-        };
+        let op = blackbox::trace::text::op_text(e.kind, e.end);
         use std::fmt::Write as _;
         let _ = writeln!(
             line,

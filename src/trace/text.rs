@@ -272,7 +272,8 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-fn op_text(kind: Kind, end: End) -> &'static str {
+/// The op field for a kind of message seen at one end (`CALL_RECV`, ...).
+pub fn op_text(kind: Kind, end: End) -> &'static str {
     match (kind, end) {
         (Kind::Call, End::Sent) => "CALL_SENT",
         (Kind::Call, End::Received) => "CALL_RECV",

@@ -35,3 +35,14 @@ pub fn text_trace(data: &[u8]) {
             .expect("writing to memory cannot fail");
     }
 }
+
+/// Reads `data` as an mbox and writes the resulting trace. Panics only on a bug.
+pub fn mbox(data: &[u8]) {
+    let mut builder = TraceBuilder::new();
+    let stats = crate::trace::mbox::read(Path::new("fuzz.mbox"), data, &mut builder)
+        .expect("reading memory cannot fail");
+    assert!(stats.hops <= stats.received_headers);
+    let trace = builder.finish();
+    let mut written = Vec::new();
+    text::write(&trace, &mut written).expect("writing to memory cannot fail");
+}

@@ -191,3 +191,26 @@ fn bad_input_and_options_are_refused_clearly() {
         .code(2)
         .stderr(predicate::str::contains("0 ≤ S < N"));
 }
+
+#[test]
+fn records_turns_an_mbox_into_hops_and_counts_what_it_skips() {
+    let out = blackbox()
+        .args(["records", "--mbox", "tests/data/sample.mbox"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "2 emails, 5 Received headers -> 2 hops; skipped 1 with unreadable dates, 1 naming a generic host, 1 missing a host",
+        ))
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "1047405602.000000 MSG_RECV mail.sender.net relay.example.org - mail1\n1047405605.000000 MSG_RECV relay.example.org mx.example.com - mail1\n"
+    );
+    blackbox()
+        .args(["records", "--mbox", "no/such.mbox"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no/such.mbox"));
+}

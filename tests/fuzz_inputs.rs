@@ -41,6 +41,21 @@ proptest! {
     }
 
     #[test]
+    fn arbitrary_mboxes_never_panic(data in prop::collection::vec(any::<u8>(), 0..400)) {
+        blackbox::fuzzing::mbox(&data);
+    }
+
+    #[test]
+    fn nearly_valid_mboxes_never_panic(lines in prop::collection::vec(prop_oneof![
+        Just("From a@b Tue Mar 11 10:00:00 2003".to_string()),
+        Just(String::new()),
+        "Received: (from|by|with) [a-z.]{0,8} (by|from) [a-z.()]{0,8}; [A-Za-z0-9 ,:+-]{0,30}",
+        "\t[a-z ;:0-9]{0,20}",
+    ], 0..40)) {
+        blackbox::fuzzing::mbox(lines.join("\n").as_bytes());
+    }
+
+    #[test]
     fn nearly_valid_traces_never_panic(lines in prop::collection::vec(trace_line(), 0..60)) {
         blackbox::fuzzing::text_trace(lines.concat().as_bytes());
     }

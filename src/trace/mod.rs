@@ -4,6 +4,7 @@
 //! message; knows nothing of call pairs, causality or clocks.
 
 mod interner;
+pub mod mbox;
 pub mod text;
 pub mod time;
 

@@ -214,3 +214,41 @@ fn records_turns_an_mbox_into_hops_and_counts_what_it_skips() {
         .code(2)
         .stderr(predicate::str::contains("no/such.mbox"));
 }
+
+/// The real Received headers of the SpamAssassin corpus (paper §7.1.3 used a mailbox of
+/// the same kind). Optional: runs when BLACKBOX_SPAM_ASSASSIN names the mbox that
+/// `scripts/spam-assassin-mbox.sh` writes.
+#[test]
+fn spam_assassin_received_headers_give_paths() {
+    let Some(mbox) = std::env::var_os("BLACKBOX_SPAM_ASSASSIN") else {
+        eprintln!("skipped: set BLACKBOX_SPAM_ASSASSIN (see scripts/spam-assassin-mbox.sh)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("ham.trace");
+    blackbox()
+        .args(["records", "--mbox"])
+        .arg(&mbox)
+        .args(["-o", trace.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::is_match(r"2[45]\d\d emails, \d+ Received headers -> [1-9]\d{3,} hops")
+                .unwrap(),
+        );
+    blackbox()
+        .args([
+            "convolve",
+            "-q",
+            "--quantum",
+            "1min",
+            "--max-delay",
+            "6h",
+            "--min-count",
+            "20",
+            trace.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("dogma.slashnull.org"));
+}

@@ -520,7 +520,7 @@ fn a_missing_file_is_named() {
 #[test]
 fn bad_option_values_are_refused() {
     blackbox()
-        .args(["nest", "--skew-window", "3h", SAMPLE])
+        .args(["nest", "--skew-window", "3d", SAMPLE])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .assert()
         .code(2)

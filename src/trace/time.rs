@@ -26,7 +26,7 @@ pub enum TimeError {
     #[error("out of range")]
     OutOfRange,
     /// A duration with a unit this parser does not know.
-    #[error("unknown unit (use ns, us, µs, ms or s)")]
+    #[error("unknown unit (use ns, us, µs, ms, s, min or h)")]
     UnknownUnit,
 }
 
@@ -72,27 +72,31 @@ pub fn parse_seconds(text: &[u8]) -> Result<Nanos, TimeError> {
     Ok(if negative { -total } else { total })
 }
 
-/// Parses a duration such as `30ms`, `1.5us`, `250µs`, `2s`, `0.03` (seconds) or `10ns`.
+/// Parses a duration such as `30ms`, `1.5us`, `250µs`, `2s`, `0.03` (seconds), `10ns`,
+/// `5min` or `6h`.
 pub fn parse_duration(text: &str) -> Result<Nanos, TimeError> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let scale_down: i64 = match unit.trim() {
-        "" | "s" => 1,
-        "ms" => 1_000,
-        "us" | "µs" => 1_000_000,
-        "ns" => 1_000_000_000,
+    // (divide, multiply) the number read as seconds.
+    let (scale_down, scale_up): (i64, i64) = match unit.trim() {
+        "" | "s" => (1, 1),
+        "ms" => (1_000, 1),
+        "us" | "µs" => (1_000_000, 1),
+        "ns" => (1_000_000_000, 1),
+        "min" | "m" => (1, 60),
+        "h" => (1, 3_600),
         _ => return Err(TimeError::UnknownUnit),
     };
     // Parse as seconds, then scale: "1.5us" is 1.5 s / 1e6, exact when it is a whole
     // number of nanoseconds.
-    let as_seconds = parse_seconds(number.as_bytes());
-    match as_seconds {
-        Ok(n) if n % scale_down == 0 => Ok(n / scale_down),
+    match parse_seconds(number.as_bytes()) {
+        Ok(n) if n % scale_down == 0 => (n / scale_down)
+            .checked_mul(scale_up)
+            .ok_or(TimeError::OutOfRange),
         Ok(_) => Err(TimeError::TooPrecise),
-        Err(TimeError::TooPrecise) if scale_down > 1 => Err(TimeError::TooPrecise),
         Err(e) => Err(e),
     }
 }
@@ -205,7 +209,9 @@ mod tests {
         assert_eq!(parse_duration("2 s"), Ok(2 * NANOS_PER_SEC));
         assert_eq!(parse_duration("10ns"), Ok(10));
         assert_eq!(parse_duration("1.5ns"), Err(TimeError::TooPrecise));
-        assert_eq!(parse_duration("3h"), Err(TimeError::UnknownUnit));
+        assert_eq!(parse_duration("6h"), Ok(6 * 3_600 * NANOS_PER_SEC));
+        assert_eq!(parse_duration("1.5min"), Ok(90 * NANOS_PER_SEC));
+        assert_eq!(parse_duration("3d"), Err(TimeError::UnknownUnit));
     }
 
     #[test]

@@ -408,7 +408,7 @@ steps = ["call client WS", "call WS db after 1ms±0.5ms", "return db WS after 2m
         )
         .contains("expected `after <delay>`"));
         assert!(error(
-            "[[tracelet]]\nname = \"t\"\nsteps = [\"call a b after 3h\", \"return b a\"]\n"
+            "[[tracelet]]\nname = \"t\"\nsteps = [\"call a b after 3d\", \"return b a\"]\n"
         )
         .contains("unknown unit"));
         assert_eq!(error(""), "the config has no [[tracelet]]");

@@ -7,11 +7,11 @@ use blackbox::nesting::{self, parents::Penalties, NestOptions};
 use blackbox::report::{
     self, assignments::Assignments, json::Json, table::Table, NestReport, Ranking, Render, SortKey,
 };
-use blackbox::trace::{text, time, Nanos, TraceBuilder};
+use blackbox::trace::{text, time, Nanos, Trace, TraceBuilder};
 use clap::{Args, Parser, Subcommand};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Infer the causal paths of requests through a distributed system of black boxes from
 /// message traces, and see which node on which path adds the latency.
@@ -282,22 +282,7 @@ fn records(args: RecordsArgs) -> Result<()> {
         stats.missing_host
     );
     let trace = builder.finish();
-    match &args.output {
-        Some(path) => {
-            let mut w = BufWriter::new(
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-            );
-            text::write(&trace, &mut w)
-                .and_then(|()| w.flush())
-                .with_context(|| format!("writing {}", path.display()))
-        }
-        None => {
-            let mut w = BufWriter::new(io::stdout().lock());
-            text::write(&trace, &mut w)?;
-            w.flush()?;
-            Ok(())
-        }
-    }
+    write_out(args.output.as_deref(), |mut w| text::write(&trace, &mut w))
 }
 
 fn convolve(args: ConvolveArgs) -> Result<()> {
@@ -313,36 +298,28 @@ fn convolve(args: ConvolveArgs) -> Result<()> {
         max_correlations: args.max_correlations,
         roots: args.root.clone(),
     };
-    let mut builder = TraceBuilder::new();
-    text::read_files(&args.files, &mut builder)?;
-    let trace = builder.finish();
+    let trace = load(&args.files)?;
     let result = convolution::convolve(&trace, &options).with_context(|| describe(&args.files))?;
     if !args.quiet {
         report::paths::write_summary(&trace, &result, &mut io::stderr().lock())?;
     }
     if let Some(path) = &args.json {
-        let mut w = BufWriter::new(
-            File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-        );
-        report::paths::write_json(&trace, &result, &options, &mut w)
-            .and_then(|()| w.flush())
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_out(Some(path), |w| {
+            report::paths::write_json(&trace, &result, &options, w)
+        })?;
     }
     if let Some(dir) = &args.dot {
         report::paths::write_dot_dir(&trace, &result, args.top, dir)
             .with_context(|| format!("writing dot files to {}", dir.display()))?;
     }
-    let mut out = BufWriter::new(io::stdout().lock());
-    report::paths::write_table(&trace, &result, args.top, &mut out)?;
-    out.flush()?;
-    Ok(())
+    write_out(None, |w| {
+        report::paths::write_table(&trace, &result, args.top, w)
+    })
 }
 
 fn eval(args: EvalArgs) -> Result<()> {
     let options = args.algorithm.options();
-    let mut builder = TraceBuilder::new();
-    text::read_files(&args.files, &mut builder)?;
-    let trace = builder.finish();
+    let trace = load(&args.files)?;
     let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
     if !args.quiet {
         report::summary::write(
@@ -352,34 +329,28 @@ fn eval(args: EvalArgs) -> Result<()> {
             &mut io::stderr().lock(),
         )?;
     }
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
     let json = match &args.truth {
         Some(path) => {
             let file =
                 File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
             let truth = calls::read_truth(path, io::BufReader::new(file))?;
             let scores = calls::evaluate(&trace, &nesting, &truth);
-            report::evaluation::write_calls(&scores, &mut out)?;
+            write_out(None, |w| report::evaluation::write_calls(&scores, w))?;
             serde_json::json!({ "algorithm": "nesting", "truth": path, "calls": scores })
         }
         None => {
             let truth =
                 paths::ground_truth(&trace, &options).with_context(|| describe(&args.files))?;
             let scores = paths::evaluate(&trace, &nesting, &truth, args.top_n);
-            report::evaluation::write_paths(&scores, &mut out)?;
+            write_out(None, |w| report::evaluation::write_paths(&scores, w))?;
             serde_json::json!({ "algorithm": "nesting", "truth": "truth column", "paths": scores })
         }
     };
-    out.flush()?;
     if let Some(path) = &args.json {
-        let file =
-            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-        let mut w = BufWriter::new(file);
-        serde_json::to_writer_pretty(&mut w, &json)?;
-        writeln!(w)?;
-        w.flush()
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_out(Some(path), |w| {
+            serde_json::to_writer_pretty(&mut *w, &json)?;
+            writeln!(w)
+        })?;
     }
     Ok(())
 }
@@ -405,9 +376,7 @@ impl AlgorithmArgs {
 
 fn nest(args: NestArgs) -> Result<()> {
     let options = args.algorithm.options();
-    let mut builder = TraceBuilder::new();
-    text::read_files(&args.files, &mut builder)?;
-    let trace = builder.finish();
+    let trace = load(&args.files)?;
     let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
     let ranking = Ranking {
         sort: args.sort,
@@ -426,20 +395,16 @@ fn nest(args: NestArgs) -> Result<()> {
         )?;
     }
     if let Some(path) = &args.json {
-        write_file(path, &Json, &report)?;
+        write_out(Some(path), |w| Json.render(&report, w))?;
     }
     if let Some(path) = &args.assignments {
-        write_file(path, &Assignments, &report)?;
+        write_out(Some(path), |w| Assignments.render(&report, w))?;
     }
     if let Some(dir) = &args.dot {
         report::dot::write_dir(&report, dir)
             .with_context(|| format!("writing dot files to {}", dir.display()))?;
     }
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    Table.render(&report, &mut out)?;
-    out.flush()?;
-    Ok(())
+    write_out(None, |w| Table.render(&report, w))
 }
 
 fn describe(files: &[PathBuf]) -> String {
@@ -447,11 +412,33 @@ fn describe(files: &[PathBuf]) -> String {
     names.join(", ")
 }
 
-fn write_file(path: &PathBuf, format: &dyn Render, report: &NestReport<'_>) -> Result<()> {
-    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut out = BufWriter::new(file);
-    format
-        .render(report, &mut out)
-        .and_then(|()| out.flush())
-        .with_context(|| format!("writing {}", path.display()))
+/// Reads and merges trace files.
+fn load(files: &[PathBuf]) -> Result<Trace> {
+    let mut builder = TraceBuilder::new();
+    text::read_files(files, &mut builder)?;
+    Ok(builder.finish())
+}
+
+/// Writes through a buffer to `path`, or to stdout for `None`; errors name the file, and
+/// a closed stdout stays an I/O error in the chain so that `main` can end quietly.
+fn write_out(
+    path: Option<&Path>,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<()> {
+    match path {
+        Some(path) => {
+            let file =
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = BufWriter::new(file);
+            write(&mut out)
+                .and_then(|()| out.flush())
+                .with_context(|| format!("writing {}", path.display()))
+        }
+        None => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            write(&mut out)?;
+            out.flush()?;
+            Ok(())
+        }
+    }
 }

@@ -479,14 +479,7 @@ impl<'a> Search<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{text, TraceBuilder};
-    use std::path::Path;
-
-    fn trace(text: &str) -> Trace {
-        let mut b = TraceBuilder::new();
-        text::read(Path::new("t"), text.as_bytes(), &mut b).unwrap();
-        b.finish()
-    }
+    use crate::trace::text::trace_from_str as trace;
 
     /// a sends to b; b forwards to c 30 ms later; c answers d 5 ms later. Irregular
     /// arrivals so that only the true delays correlate.

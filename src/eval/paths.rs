@@ -333,14 +333,7 @@ fn latency_errors(trace: &Trace, inferred: &Nesting, truth: &Nesting) -> Vec<Lat
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{text, TraceBuilder};
-    use std::path::Path;
-
-    fn trace(text: &str) -> Trace {
-        let mut b = TraceBuilder::new();
-        text::read(Path::new("t"), text.as_bytes(), &mut b).unwrap();
-        b.finish()
-    }
+    use crate::trace::text::trace_from_str as trace;
 
     /// Two overlapping A→B(C) requests whose C calls the algorithm swaps.
     const SWAPPED: &str =

@@ -127,14 +127,7 @@ fn pair(call: &Message, ret: &Message) -> CallPair {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{text, TraceBuilder};
-    use std::path::Path;
-
-    fn trace(text: &str) -> Trace {
-        let mut b = TraceBuilder::new();
-        text::read(Path::new("t"), text.as_bytes(), &mut b).unwrap();
-        b.finish()
-    }
+    use crate::trace::text::trace_from_str as trace;
 
     #[test]
     fn ids_match_calls_with_returns() {

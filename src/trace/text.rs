@@ -284,6 +284,14 @@ pub fn op_text(kind: Kind, end: End) -> &'static str {
     }
 }
 
+/// A trace from text, for tests across the crate; panics on a bad line.
+#[cfg(test)]
+pub(crate) fn trace_from_str(text: &str) -> Trace {
+    let mut builder = TraceBuilder::new();
+    read(Path::new("t"), text.as_bytes(), &mut builder).expect("test traces are valid");
+    builder.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

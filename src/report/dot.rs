@@ -91,15 +91,18 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
     }
 }
 
-fn node_id(id: &str) -> NodeId {
+/// A plain dot node id.
+pub(super) fn node_id(id: &str) -> NodeId {
     NodeId(Id::Plain(id.to_owned()), None)
 }
 
-fn attr(key: &str, value: &str) -> Attribute {
+/// A `key="value"` attribute, quoted.
+pub(super) fn attr(key: &str, value: &str) -> Attribute {
     Attribute(Id::Plain(key.to_owned()), Id::Escaped(quote(value)))
 }
 
-fn edge(from: &str, to: &str, label: &str) -> Stmt {
+/// A labelled edge between two node ids.
+pub(super) fn edge(from: &str, to: &str, label: &str) -> Stmt {
     Stmt::Edge(Edge {
         ty: EdgeTy::Pair(Vertex::N(node_id(from)), Vertex::N(node_id(to))),
         attributes: vec![attr("label", label)],
@@ -107,7 +110,7 @@ fn edge(from: &str, to: &str, label: &str) -> Stmt {
 }
 
 /// A dot string literal; `\n` becomes dot's centred line break.
-fn quote(text: &str) -> String {
+pub(super) fn quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {

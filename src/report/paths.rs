@@ -2,13 +2,12 @@
 //! the design's JSON, and Graphviz dot in the style of the paper's Figure 9 (each edge
 //! labelled with its delays, most frequent first, and its message count).
 
+use super::dot::{attr, edge, node_id, quote};
 use super::seconds;
 use crate::convolution::{Convolution, ConvolveOptions, PathPattern};
 use crate::trace::time::human_duration;
 use crate::trace::Trace;
-use graphviz_rust::dot_structures::{
-    Attribute, Edge as DotEdge, EdgeTy, Graph, Id, Node, NodeId, Stmt, Vertex,
-};
+use graphviz_rust::dot_structures::{Graph, Id, Node, Stmt};
 use graphviz_rust::printer::{DotPrinter, PrinterContext};
 use serde::Serialize;
 use std::io::{self, Write};
@@ -215,8 +214,6 @@ pub fn write_dot_dir(
 }
 
 fn dot_graph(trace: &Trace, path: &PathPattern, rank: usize) -> Graph {
-    let id = |s: &str| NodeId(Id::Plain(s.to_owned()), None);
-    let attr = |k: &str, v: &str| Attribute(Id::Plain(k.to_owned()), Id::Escaped(quote(v)));
     let mut stmts = vec![
         Stmt::Attribute(attr(
             "label",
@@ -225,13 +222,13 @@ fn dot_graph(trace: &Trace, path: &PathPattern, rank: usize) -> Graph {
         Stmt::Attribute(attr("labelloc", "t")),
         Stmt::Attribute(attr("rankdir", "LR")),
         Stmt::Node(Node::new(
-            id("v0"),
+            node_id("v0"),
             vec![attr("label", trace.node_name(path.edges[0].from))],
         )),
     ];
     for (i, e) in path.edges.iter().enumerate() {
         stmts.push(Stmt::Node(Node::new(
-            id(&format!("v{}", i + 1)),
+            node_id(&format!("v{}", i + 1)),
             vec![attr("label", trace.node_name(e.to))],
         )));
         let label = if e.delays.is_empty() {
@@ -239,25 +236,11 @@ fn dot_graph(trace: &Trace, path: &PathPattern, rank: usize) -> Graph {
         } else {
             format!("{}\n({})", delays_text(e), e.count)
         };
-        stmts.push(Stmt::Edge(DotEdge {
-            ty: EdgeTy::Pair(
-                Vertex::N(id(&format!("v{i}"))),
-                Vertex::N(id(&format!("v{}", i + 1))),
-            ),
-            attributes: vec![attr("label", &label)],
-        }));
+        stmts.push(edge(&format!("v{i}"), &format!("v{}", i + 1), &label));
     }
     Graph::DiGraph {
         id: Id::Escaped(quote(&format!("path {rank}"))),
         strict: false,
         stmts,
     }
-}
-
-fn quote(text: &str) -> String {
-    let escaped = text
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n");
-    format!("\"{escaped}\"")
 }

@@ -1,6 +1,7 @@
 //! Command-line flags and the thin glue from flags to library calls.
 
 use anyhow::{Context, Result};
+use blackbox::capture::{self, protocol::ProtocolName, CaptureOptions, NodeBy};
 use blackbox::convolution::{self, ConvolveOptions};
 use blackbox::eval::{calls, paths};
 use blackbox::nesting::{self, parents::Penalties, NestOptions};
@@ -66,9 +67,24 @@ enum Command {
 
 #[derive(Args)]
 struct RecordsArgs {
-    /// The mbox file.
+    /// Packet captures (pcap/pcapng, one per host) or text traces.
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "mbox",
+        conflicts_with = "mbox"
+    )]
+    files: Vec<PathBuf>,
+
+    /// An mbox file instead: its Received headers become hops.
     #[arg(long, value_name = "FILE")]
-    mbox: PathBuf,
+    mbox: Option<PathBuf>,
+
+    /// Do not print the summary of what was read and skipped.
+    #[arg(long, short)]
+    quiet: bool,
+
+    #[command(flatten)]
+    capture: CaptureArgs,
 
     /// Write the trace here instead of stdout.
     #[arg(short, long, value_name = "FILE")]
@@ -77,9 +93,13 @@ struct RecordsArgs {
 
 #[derive(Args)]
 struct ConvolveArgs {
-    /// Text trace files, merged into one trace.
+    /// Text traces or packet captures (pcap/pcapng, one per host; told apart by their
+    /// first bytes), merged into one trace.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    capture: CaptureArgs,
 
     /// Time quantum of the signals (seconds, or with a unit).
     #[arg(long, value_name = "DURATION", default_value = "0.01", value_parser = duration)]
@@ -142,9 +162,13 @@ struct ConvolveArgs {
 
 #[derive(Args)]
 struct EvalArgs {
-    /// Text trace files, merged into one trace.
+    /// Text traces or packet captures (pcap/pcapng, one per host; told apart by their
+    /// first bytes), merged into one trace.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    capture: CaptureArgs,
 
     /// Score call by call against true parents in the assignments format instead of the
     /// truth column.
@@ -169,9 +193,13 @@ struct EvalArgs {
 
 #[derive(Args)]
 struct NestArgs {
-    /// Text trace files, merged into one trace.
+    /// Text traces or packet captures (pcap/pcapng, one per host; told apart by their
+    /// first bytes), merged into one trace.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    capture: CaptureArgs,
 
     /// Show only the first N patterns.
     #[arg(long, value_name = "N")]
@@ -205,6 +233,73 @@ struct NestArgs {
 
     #[command(flatten)]
     algorithm: AlgorithmArgs,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Captures (pcap/pcapng)")]
+struct CaptureArgs {
+    /// Read connections to server PORT as protocol NAME whatever their content
+    /// (repeatable). NAME: tcp (request/response by turns), http, dns, onc-rpc, redis,
+    /// postgres, udp (request/response by datagrams), stream (every segment a free-form
+    /// message). Otherwise the port suggests a protocol, the client's first bytes
+    /// confirm it, and anything unrecognised is read by turns.
+    #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override)]
+    protocols: Vec<(u16, ProtocolName)>,
+
+    /// Name the nodes: a file of `address name` lines. Without it a capture's own
+    /// address is named after its host, other addresses stay numbers.
+    #[arg(long, value_name = "FILE")]
+    names: Option<PathBuf>,
+
+    /// The host a capture was taken on (repeatable); default: the file name without
+    /// its extension.
+    #[arg(long = "host", value_name = "NAME=FILE")]
+    hosts: Vec<String>,
+
+    /// What a node is: a host, or a service (host:port; the calls a host makes come
+    /// from its one service when it serves on a single port).
+    #[arg(long, value_enum, default_value_t = NodeByArg::Host)]
+    node_by: NodeByArg,
+
+    /// Ground truth for captures: `call-id instance` lines (the `truth.tsv` that
+    /// `maketrace --pcap` writes), read as the trace's truth column for `eval`.
+    #[arg(long, value_name = "FILE")]
+    truth_ids: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum NodeByArg {
+    Host,
+    Service,
+}
+
+impl CaptureArgs {
+    fn options(&self) -> Result<CaptureOptions> {
+        let mut options = CaptureOptions {
+            node_by: match self.node_by {
+                NodeByArg::Host => NodeBy::Host,
+                NodeByArg::Service => NodeBy::Service,
+            },
+            ..CaptureOptions::default()
+        };
+        options
+            .protocols
+            .by_port
+            .extend(self.protocols.iter().copied());
+        if let Some(path) = &self.truth_ids {
+            options.truth = capture::read_truth_ids(path)?;
+        }
+        if let Some(path) = &self.names {
+            options.names = capture::read_names(path)?;
+        }
+        for host in &self.hosts {
+            let (name, file) = host
+                .split_once('=')
+                .with_context(|| format!("--host {host}: expected NAME=FILE"))?;
+            options.hosts.insert(PathBuf::from(file), name.to_string());
+        }
+        Ok(options)
+    }
 }
 
 #[derive(Args)]
@@ -261,19 +356,23 @@ pub fn run() -> Result<()> {
 }
 
 fn records(args: RecordsArgs) -> Result<()> {
-    let file = File::open(&args.mbox).map_err(|source| text::TraceError::Io {
-        path: args.mbox.clone(),
+    let Some(mbox) = &args.mbox else {
+        let trace = load(&args.files, &args.capture, args.quiet)?;
+        return write_out(args.output.as_deref(), |mut w| text::write(&trace, &mut w));
+    };
+    let file = File::open(mbox).map_err(|source| text::TraceError::Io {
+        path: mbox.clone(),
         source,
     })?;
     let mut builder = TraceBuilder::new();
     let stats = blackbox::trace::mbox::read(
-        &args.mbox,
+        mbox,
         io::BufReader::with_capacity(1 << 20, file),
         &mut builder,
     )?;
     eprintln!(
         "{}: {} emails, {} Received headers -> {} hops; skipped {} with unreadable dates, {} naming a generic host, {} missing a host",
-        args.mbox.display(),
+        mbox.display(),
         stats.emails,
         stats.received_headers,
         stats.hops,
@@ -298,7 +397,7 @@ fn convolve(args: ConvolveArgs) -> Result<()> {
         max_correlations: args.max_correlations,
         roots: args.root.clone(),
     };
-    let trace = load(&args.files)?;
+    let trace = load(&args.files, &args.capture, args.quiet)?;
     let result = convolution::convolve(&trace, &options).with_context(|| describe(&args.files))?;
     if !args.quiet {
         report::paths::write_summary(&trace, &result, &mut io::stderr().lock())?;
@@ -319,7 +418,7 @@ fn convolve(args: ConvolveArgs) -> Result<()> {
 
 fn eval(args: EvalArgs) -> Result<()> {
     let options = args.algorithm.options();
-    let trace = load(&args.files)?;
+    let trace = load(&args.files, &args.capture, args.quiet)?;
     let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
     if !args.quiet {
         report::summary::write(
@@ -376,7 +475,7 @@ impl AlgorithmArgs {
 
 fn nest(args: NestArgs) -> Result<()> {
     let options = args.algorithm.options();
-    let trace = load(&args.files)?;
+    let trace = load(&args.files, &args.capture, args.quiet)?;
     let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
     let ranking = Ranking {
         sort: args.sort,
@@ -412,10 +511,55 @@ fn describe(files: &[PathBuf]) -> String {
     names.join(", ")
 }
 
-/// Reads and merges trace files.
-fn load(files: &[PathBuf]) -> Result<Trace> {
+/// Reads and merges text traces and captures (told apart by their magic numbers),
+/// printing each capture's summary on stderr unless `quiet`.
+fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Trace> {
+    let (captures, texts): (Vec<PathBuf>, Vec<PathBuf>) = files
+        .iter()
+        .cloned()
+        .partition(|path| capture::is_capture(path));
     let mut builder = TraceBuilder::new();
-    text::read_files(files, &mut builder)?;
+    text::read_files(&texts, &mut builder)?;
+    if !captures.is_empty() {
+        let options = capture_args.options()?;
+        let read = capture::read_captures(&captures, &options, &mut builder)?;
+        let mut stderr = io::stderr().lock();
+        for host in &read {
+            if let Some(stopped) = &host.stopped {
+                writeln!(
+                    stderr,
+                    "warning: {}: packet {} at byte {}: {}; the {} packets before it are used",
+                    host.path.display(),
+                    stopped.packet,
+                    stopped.offset,
+                    stopped.reason,
+                    host.stats.packets
+                )?;
+            }
+        }
+        if !quiet {
+            for host in &read {
+                let own: Vec<String> = host.local.iter().map(|a| a.to_string()).collect();
+                writeln!(
+                    stderr,
+                    "{} (host {}, own address {}): {}",
+                    host.path.display(),
+                    host.host,
+                    if own.is_empty() {
+                        "unknown".to_string()
+                    } else {
+                        own.join(", ")
+                    },
+                    host.stats
+                )?;
+            }
+        }
+        let mut all = capture::stats::FileStats::default();
+        for host in &read {
+            all.add(&host.stats);
+        }
+        builder.stats_mut().capture = Some(all);
+    }
     Ok(builder.finish())
 }
 

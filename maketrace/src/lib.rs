@@ -8,6 +8,7 @@
 //! capture would, [`write_text`] writes the text trace format.
 #![deny(missing_docs)]
 
+pub mod capture;
 pub mod config;
 pub mod generate;
 pub mod loss;

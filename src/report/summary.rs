@@ -12,13 +12,34 @@ pub fn write(
     patterns: usize,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    let what = match &input.capture {
+        Some(capture) if input.lines == 0 => format!(
+            "read {} packet{} from {} capture{}",
+            capture.packets,
+            plural(capture.packets),
+            input.files,
+            plural(input.files)
+        ),
+        Some(capture) => format!(
+            "read {} line{} and {} packet{} from {} file{}",
+            input.lines,
+            plural(input.lines),
+            capture.packets,
+            plural(capture.packets),
+            input.files,
+            plural(input.files)
+        ),
+        None => format!(
+            "read {} line{} from {} file{}",
+            input.lines,
+            plural(input.lines),
+            input.files,
+            plural(input.files)
+        ),
+    };
     writeln!(
         out,
-        "read {} line{} from {} file{}: {} observation{} -> {} message{} ({} seen at both ends, {} at the sender only, {} at the receiver only); {} blank or comment line{}",
-        input.lines,
-        plural(input.lines),
-        input.files,
-        plural(input.files),
+        "{what}: {} observation{} -> {} message{} ({} seen at both ends, {} at the sender only, {} at the receiver only){}",
         input.observations,
         plural(input.observations),
         input.messages,
@@ -26,8 +47,15 @@ pub fn write(
         input.seen_at_both_ends,
         input.seen_at_sender_only,
         input.seen_at_receiver_only,
-        input.blank_or_comment_lines,
-        plural(input.blank_or_comment_lines),
+        if input.lines > 0 {
+            format!(
+                "; {} blank or comment line{}",
+                input.blank_or_comment_lines,
+                plural(input.blank_or_comment_lines)
+            )
+        } else {
+            String::new()
+        },
     )?;
     writeln!(
         out,

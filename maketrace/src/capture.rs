@@ -1,0 +1,441 @@
+//! Writes a generated trace as packet captures, one per host, with real
+//! Ethernet/IPv4/TCP: every call is one connection (handshake, request, acknowledgement,
+//! response, close), its request and response carry HTTP/1.1 or ONC RPC, and each packet
+//! is stamped at its sender's send time in the sender's file and at its arrival time in
+//! the receiver's file. Also writes the truth as a sidecar: the capture call id of
+//! every call with its path instance.
+
+use crate::config::StepKind;
+use crate::generate::Generated;
+use blackbox::trace::Nanos;
+use etherparse::PacketBuilder;
+use pcap_parser::{Linktype, PcapHeader, ToVec};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, BufWriter, Write};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+/// What the calls carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// HTTP/1.1 on port 80.
+    Http,
+    /// ONC RPC with record marking on port 111.
+    OncRpc,
+}
+
+/// The capture container to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Container {
+    /// pcap with nanosecond timestamps.
+    Pcap,
+    /// pcapng with a nanosecond interface.
+    PcapNg,
+}
+
+/// What was written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Capture files written.
+    pub files: Vec<PathBuf>,
+    /// Packets, over all files.
+    pub packets: u64,
+    /// Calls written as connections.
+    pub calls: u64,
+    /// Free-form messages left out (captures carry RPC only).
+    pub free_messages_left_out: u64,
+}
+
+/// Largest TCP payload per segment.
+const MSS: usize = 1448;
+/// Time between a host's steps within one exchange (its reaction time).
+const STEP: Nanos = 1_000;
+
+/// A node's IPv4 address.
+pub fn address(node: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, (node / 250) as u8, 0, (node % 250 + 1) as u8)
+}
+
+fn mac(node: u32) -> [u8; 6] {
+    let [_, _, hi, lo] = (node + 1).to_be_bytes();
+    [0x02, 0, 0, 0, hi, lo]
+}
+
+/// SplitMix64: initial sequence numbers that differ between calls but not between runs.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[derive(Default, Clone, Copy)]
+struct Ends {
+    sent: Option<Nanos>,
+    received: Option<Nanos>,
+}
+
+#[derive(Default)]
+struct Call {
+    from: u32,
+    to: u32,
+    call: Ends,
+    reply: Ends,
+    truth: (u32, u64),
+}
+
+/// One side of a TCP connection being written.
+struct Side {
+    node: u32,
+    port: u16,
+    seq: u32,
+}
+
+struct Writer {
+    packets: BTreeMap<u32, Vec<(Nanos, Vec<u8>)>>,
+}
+
+impl Writer {
+    /// Writes one TCP segment from `from` to `to`, into the sender's capture at `sent`
+    /// and the receiver's at `received` (either may be absent: lost by the capture).
+    #[allow(clippy::too_many_arguments)]
+    fn segment(
+        &mut self,
+        from: &mut Side,
+        to: &Side,
+        flags: &str,
+        payload: &[u8],
+        sent: Option<Nanos>,
+        received: Option<Nanos>,
+    ) {
+        let mut builder = PacketBuilder::ethernet2(mac(from.node), mac(to.node))
+            .ipv4(address(from.node).octets(), address(to.node).octets(), 64)
+            .tcp(from.port, to.port, from.seq, 64_240);
+        if flags.contains('S') {
+            builder = builder.syn();
+        }
+        if flags.contains('A') {
+            builder = builder.ack(to.seq);
+        }
+        if flags.contains('F') {
+            builder = builder.fin();
+        }
+        if flags.contains('P') {
+            builder = builder.psh();
+        }
+        let mut bytes = Vec::with_capacity(builder.size(payload.len()));
+        builder
+            .write(&mut bytes, payload)
+            .expect("writing to a Vec cannot fail and the sizes are in range");
+        let advance = payload.len() as u32 + u32::from(flags.contains('S') || flags.contains('F'));
+        from.seq = from.seq.wrapping_add(advance);
+        if let Some(time) = sent {
+            self.packets
+                .entry(from.node)
+                .or_default()
+                .push((time, bytes.clone()));
+        }
+        if let Some(time) = received {
+            self.packets.entry(to.node).or_default().push((time, bytes));
+        }
+    }
+
+    /// A message of any size, cut into segments; the k-th leaves k µs after the first.
+    fn message(
+        &mut self,
+        from: &mut Side,
+        to: &Side,
+        payload: &[u8],
+        sent: Option<Nanos>,
+        received: Option<Nanos>,
+    ) {
+        for (k, piece) in payload.chunks(MSS).enumerate() {
+            let later = k as Nanos * STEP;
+            self.segment(
+                from,
+                to,
+                "AP",
+                piece,
+                sent.map(|t| t + later),
+                received.map(|t| t + later),
+            );
+        }
+    }
+}
+
+fn request(payload: Payload, trace: &Generated, call: &Call, number: u64) -> Vec<u8> {
+    match payload {
+        Payload::Http => format!(
+            "GET /{}/{number} HTTP/1.1\r\nHost: {}\r\nUser-Agent: maketrace\r\n\r\n",
+            trace.nodes[call.to as usize], trace.nodes[call.to as usize]
+        )
+        .into_bytes(),
+        Payload::OncRpc => {
+            let words: [u32; 10] = [number as u32, 0, 2, 100_003, 3, 1, 0, 0, 0, 0];
+            record(&words)
+        }
+    }
+}
+
+fn response(payload: Payload, number: u64) -> Vec<u8> {
+    let body_len = 64 + (mix(number) % 3_000) as usize;
+    match payload {
+        Payload::Http => {
+            let mut bytes = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {body_len}\r\n\r\n"
+            )
+            .into_bytes();
+            bytes.extend(std::iter::repeat(b'x').take(body_len));
+            bytes
+        }
+        Payload::OncRpc => {
+            let mut words = vec![number as u32, 1, 0, 0, 0, 0];
+            words.extend(std::iter::repeat(0).take(body_len / 4));
+            record(&words)
+        }
+    }
+}
+
+/// An ONC RPC record: one last fragment holding the words.
+fn record(words: &[u32]) -> Vec<u8> {
+    let mut bytes = (0x8000_0000u32 | (words.len() as u32 * 4))
+        .to_be_bytes()
+        .to_vec();
+    for word in words {
+        bytes.extend_from_slice(&word.to_be_bytes());
+    }
+    bytes
+}
+
+/// Writes `<dir>/<node>.pcap` (or `.pcapng`) for every node and `<dir>/truth.tsv`.
+pub fn write(
+    trace: &Generated,
+    dir: &Path,
+    payload: Payload,
+    container: Container,
+) -> io::Result<Written> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Written::default();
+    // Gather both ends of every call and its return.
+    let mut calls: HashMap<u64, Call> = HashMap::new();
+    for line in &trace.lines {
+        let Some(id) = line.call else {
+            if !line.received {
+                written.free_messages_left_out += 1;
+            }
+            continue;
+        };
+        let call = calls.entry(id).or_default();
+        let ends = match line.kind {
+            StepKind::Call => {
+                (call.from, call.to) = (line.from, line.to);
+                &mut call.call
+            }
+            StepKind::Return => &mut call.reply,
+            StepKind::Message => continue,
+        };
+        if line.received {
+            ends.received = Some(line.time);
+        } else {
+            ends.sent = Some(line.time);
+        }
+        call.truth = (line.tracelet, line.instance);
+        if line.kind == StepKind::Return {
+            (call.from, call.to) = (line.to, line.from);
+        }
+    }
+    // Without a network delay the trace has the sender's times only: the receiver sees
+    // each packet at the same instant.
+    let one_ended = !trace.lines.iter().any(|l| l.received);
+    let mut numbers: Vec<u64> = calls.keys().copied().collect();
+    numbers.sort_unstable();
+    let mut writer = Writer {
+        packets: BTreeMap::new(),
+    };
+    let mut next_port: HashMap<u32, u16> = HashMap::new();
+    let server_port = match payload {
+        Payload::Http => 80,
+        Payload::OncRpc => 111,
+    };
+    let mut truth = String::new();
+    for number in numbers {
+        let call = &calls[&number];
+        let (mut request_ends, mut reply_ends) = (call.call, call.reply);
+        if one_ended {
+            request_ends.received = request_ends.sent;
+            reply_ends.received = reply_ends.sent;
+        }
+        let Some(start) = request_ends.sent.or(request_ends.received) else {
+            continue;
+        };
+        let forward = match (request_ends.sent, request_ends.received) {
+            (Some(s), Some(r)) => (r - s).max(0),
+            _ => 0,
+        };
+        let backward = match (reply_ends.sent, reply_ends.received) {
+            (Some(s), Some(r)) => (r - s).max(0),
+            _ => forward,
+        };
+        let port = next_port.entry(call.from).or_insert(32_768);
+        let mut client = Side {
+            node: call.from,
+            port: *port,
+            seq: mix(number * 2) as u32,
+        };
+        *port = if *port >= 60_999 { 32_768 } else { *port + 1 };
+        let mut server = Side {
+            node: call.to,
+            port: server_port,
+            seq: mix(number * 2 + 1) as u32,
+        };
+        written.calls += 1;
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            truth,
+            "tcp:{}:{}>{}:{}#{}\t{}-{}",
+            address(call.from),
+            client.port,
+            address(call.to),
+            server_port,
+            match payload {
+                Payload::Http => format!("s{}", (mix(number * 2) as u32).wrapping_add(1)),
+                Payload::OncRpc => format!("x{:x}", number as u32),
+            },
+            trace.tracelets[call.truth.0 as usize],
+            call.truth.1
+        );
+        // The handshake ends one step before the request leaves.
+        let syn = start - 2 * forward - backward - 3 * STEP;
+        let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
+        let (s, r) = at(syn, forward);
+        writer.segment(&mut client, &server, "S", &[], s, r);
+        let (s, r) = at(syn + forward + STEP, backward);
+        writer.segment(&mut server, &client, "SA", &[], s, r);
+        let (s, r) = at(start - STEP, forward);
+        writer.segment(&mut client, &server, "A", &[], s, r);
+        let bytes = request(payload, trace, call, number);
+        writer.message(
+            &mut client,
+            &server,
+            &bytes,
+            request_ends.sent,
+            request_ends.received,
+        );
+        let arrived = request_ends.received.unwrap_or(start + forward);
+        let answer = reply_ends
+            .sent
+            .or(reply_ends.received.map(|t| t - backward));
+        let Some(answer) = answer else {
+            continue;
+        };
+        if arrived + STEP < answer {
+            let (s, r) = at(arrived + STEP, backward);
+            writer.segment(&mut server, &client, "A", &[], s, r);
+        }
+        let bytes = response(payload, number);
+        writer.message(
+            &mut server,
+            &client,
+            &bytes,
+            reply_ends.sent,
+            reply_ends.received,
+        );
+        let back =
+            reply_ends.received.unwrap_or(answer + backward) + (bytes.len() / MSS) as Nanos * STEP;
+        let (s, r) = at(back + STEP, forward);
+        writer.segment(&mut client, &server, "FA", &[], s, r);
+        let (s, r) = at(back + STEP + forward + STEP, backward);
+        writer.segment(&mut server, &client, "FA", &[], s, r);
+        let (s, r) = at(back + 2 * STEP + forward + backward + STEP, forward);
+        writer.segment(&mut client, &server, "A", &[], s, r);
+    }
+    for (node, mut packets) in writer.packets {
+        packets.sort_by_key(|p| p.0);
+        let extension = match container {
+            Container::Pcap => "pcap",
+            Container::PcapNg => "pcapng",
+        };
+        let path = dir.join(format!("{}.{extension}", trace.nodes[node as usize]));
+        let mut out = BufWriter::new(std::fs::File::create(&path)?);
+        write_container(&mut out, container, &packets)?;
+        out.flush()?;
+        written.packets += packets.len() as u64;
+        written.files.push(path);
+    }
+    std::fs::write(dir.join("truth.tsv"), truth)?;
+    Ok(written)
+}
+
+fn write_container(
+    out: &mut impl Write,
+    container: Container,
+    packets: &[(Nanos, Vec<u8>)],
+) -> io::Result<()> {
+    let fail = |e| io::Error::other(format!("cannot encode a capture block: {e:?}"));
+    match container {
+        Container::Pcap => {
+            let header = PcapHeader {
+                magic_number: 0xa1b2_3c4d,
+                snaplen: 262_144,
+                network: Linktype::ETHERNET,
+                ..PcapHeader::new()
+            };
+            out.write_all(&header.to_vec_raw().map_err(fail)?)?;
+            for (time, bytes) in packets {
+                // The nanosecond magic makes the second field nanoseconds.
+                let record = pcap_parser::LegacyPcapBlock {
+                    ts_sec: (time / 1_000_000_000) as u32,
+                    ts_usec: (time % 1_000_000_000) as u32,
+                    caplen: bytes.len() as u32,
+                    origlen: bytes.len() as u32,
+                    data: bytes,
+                };
+                out.write_all(&record.to_vec_raw().map_err(fail)?)?;
+            }
+        }
+        Container::PcapNg => {
+            use pcap_parser::pcapng::*;
+            let mut section = SectionHeaderBlock {
+                block_type: SHB_MAGIC,
+                block_len1: 28,
+                bom: BOM_MAGIC,
+                major_version: 1,
+                minor_version: 0,
+                section_len: -1,
+                options: vec![],
+                block_len2: 28,
+            };
+            out.write_all(&section.to_vec().map_err(fail)?)?;
+            let mut interface = InterfaceDescriptionBlock {
+                block_type: IDB_MAGIC,
+                block_len1: 0,
+                linktype: Linktype::ETHERNET,
+                reserved: 0,
+                snaplen: 262_144,
+                // Written by `fix` from the fields below: nanoseconds, no offset.
+                options: vec![],
+                block_len2: 0,
+                if_tsresol: 9,
+                if_tsoffset: 0,
+            };
+            out.write_all(&interface.to_vec().map_err(fail)?)?;
+            for (time, bytes) in packets {
+                let ticks = *time as u64;
+                let mut packet = EnhancedPacketBlock {
+                    block_type: EPB_MAGIC,
+                    block_len1: 0,
+                    if_id: 0,
+                    ts_high: (ticks >> 32) as u32,
+                    ts_low: ticks as u32,
+                    caplen: bytes.len() as u32,
+                    origlen: bytes.len() as u32,
+                    data: bytes,
+                    options: vec![],
+                    block_len2: 0,
+                };
+                out.write_all(&packet.to_vec().map_err(fail)?)?;
+            }
+        }
+    }
+    Ok(())
+}

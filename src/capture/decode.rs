@@ -1,0 +1,194 @@
+//! Decoding one captured frame down to its TCP or UDP segment: link layers (Ethernet
+//! with VLAN tags, Linux cooked SLL and SLL2, raw IP, BSD loopback), IPv4 and IPv6.
+//! Owns what a frame says; knows nothing of flows or of what the payload means.
+
+use super::file::Frame;
+use super::stats::FileStats;
+use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
+use pcap_parser::Linktype;
+use std::net::{IpAddr, SocketAddr};
+
+/// TCP header fields the flow tracker needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpFields {
+    /// Sequence number of the first payload byte (or of the SYN).
+    pub seq: u32,
+    /// Acknowledgement number.
+    pub ack: u32,
+    /// SYN flag.
+    pub syn: bool,
+    /// ACK flag.
+    pub ack_flag: bool,
+    /// FIN flag.
+    pub fin: bool,
+    /// RST flag.
+    pub rst: bool,
+}
+
+/// The transport of a decoded segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// TCP, with its header fields.
+    Tcp(TcpFields),
+    /// UDP.
+    Udp,
+}
+
+/// A TCP or UDP segment: endpoints, header, and payload.
+#[derive(Debug, Clone, Copy)]
+pub struct Segment<'a> {
+    /// Source address and port.
+    pub from: SocketAddr,
+    /// Destination address and port.
+    pub to: SocketAddr,
+    /// TCP or UDP, with TCP's fields.
+    pub transport: Transport,
+    /// The payload bytes that were captured.
+    pub payload: &'a [u8],
+    /// The payload's length on the wire; more than `payload.len()` when the capture's
+    /// snaplen cut the packet short.
+    pub wire_len: usize,
+}
+
+/// Decodes a frame, counting in `stats` why it is skipped when it carries no TCP or
+/// UDP segment.
+pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a>> {
+    let data = frame.data;
+    let sliced = match frame.linktype {
+        Linktype::ETHERNET => LaxSlicedPacket::from_ethernet(data).ok(),
+        Linktype::RAW | Linktype::IPV4 | Linktype::IPV6 => LaxSlicedPacket::from_ip(data).ok(),
+        Linktype::LINUX_SLL => (data.len() >= 16).then(|| {
+            let protocol = u16::from_be_bytes([data[14], data[15]]);
+            LaxSlicedPacket::from_ether_type(EtherType(protocol), &data[16..])
+        }),
+        Linktype::LINUX_SLL2 => (data.len() >= 20).then(|| {
+            let protocol = u16::from_be_bytes([data[0], data[1]]);
+            LaxSlicedPacket::from_ether_type(EtherType(protocol), &data[20..])
+        }),
+        Linktype::NULL | Linktype::LOOP => (data.len() >= 4).then(|| {
+            // NULL stores the address family in the capturing host's byte order, LOOP in
+            // network order; the family values are small, so either order is obvious.
+            let le = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+            let be = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+            let family = if le < 256 { le } else { be };
+            let ether_type = match family {
+                2 => EtherType::IPV4,
+                10 | 24 | 28 | 30 => EtherType::IPV6,
+                _ => EtherType(0),
+            };
+            LaxSlicedPacket::from_ether_type(ether_type, &data[4..])
+        }),
+        other => {
+            stats.skip_linktype(other.0);
+            return None;
+        }
+    };
+    let Some(sliced) = sliced else {
+        stats.skip("link-layer header cut short");
+        return None;
+    };
+    let Some(net) = &sliced.net else {
+        stats.skip("not IP (ARP, LLDP, ...)");
+        return None;
+    };
+    let (from_ip, to_ip, ip_payload) = match net {
+        LaxNetSlice::Ipv4(ip) => {
+            stats.ipv4 += 1;
+            (
+                IpAddr::V4(ip.header().source_addr()),
+                IpAddr::V4(ip.header().destination_addr()),
+                ip.payload(),
+            )
+        }
+        LaxNetSlice::Ipv6(ip) => {
+            stats.ipv6 += 1;
+            (
+                IpAddr::V6(ip.header().source_addr()),
+                IpAddr::V6(ip.header().destination_addr()),
+                ip.payload(),
+            )
+        }
+        LaxNetSlice::Arp(_) => {
+            stats.skip("not IP (ARP, LLDP, ...)");
+            return None;
+        }
+    };
+    if ip_payload.fragmented {
+        stats.skip("IP fragment (not reassembled)");
+        return None;
+    }
+    let truncated = ip_payload.incomplete;
+    // The payload length the IP header declares, so a snaplen-cut segment still moves
+    // the stream on by its real length.
+    let declared = match ip_payload.len_source {
+        etherparse::LenSource::Slice => None,
+        _ => Some(ip_payload_declared_len(net)),
+    };
+    let segment = match &sliced.transport {
+        Some(TransportSlice::Tcp(tcp)) => {
+            stats.tcp += 1;
+            let header = usize::from(tcp.data_offset()) * 4;
+            let wire_len = match (truncated, declared.flatten()) {
+                (true, Some(total)) => total.saturating_sub(header),
+                _ => tcp.payload().len(),
+            };
+            Segment {
+                from: SocketAddr::new(from_ip, tcp.source_port()),
+                to: SocketAddr::new(to_ip, tcp.destination_port()),
+                transport: Transport::Tcp(TcpFields {
+                    seq: tcp.sequence_number(),
+                    ack: tcp.acknowledgment_number(),
+                    syn: tcp.syn(),
+                    ack_flag: tcp.ack(),
+                    fin: tcp.fin(),
+                    rst: tcp.rst(),
+                }),
+                payload: tcp.payload(),
+                wire_len,
+            }
+        }
+        Some(TransportSlice::Udp(udp)) => {
+            stats.udp += 1;
+            let wire_len = usize::from(udp.length()).saturating_sub(8);
+            Segment {
+                from: SocketAddr::new(from_ip, udp.source_port()),
+                to: SocketAddr::new(to_ip, udp.destination_port()),
+                transport: Transport::Udp,
+                payload: &udp.payload()[..udp.payload().len().min(wire_len)],
+                wire_len: wire_len.max(udp.payload().len().min(wire_len)),
+            }
+        }
+        Some(_) => {
+            stats.skip("ICMP");
+            return None;
+        }
+        None => {
+            if sliced.stop_err.is_some() {
+                stats.skip("TCP/UDP header cut short");
+            } else {
+                stats.skip("IP protocol other than TCP and UDP");
+            }
+            return None;
+        }
+    };
+    if segment.payload.len() < segment.wire_len {
+        stats.snaplen_truncated += 1;
+    }
+    Some(segment)
+}
+
+/// The IP payload length declared by the header (IPv4 total length less its header;
+/// IPv6 payload length less the extension headers).
+fn ip_payload_declared_len(net: &LaxNetSlice<'_>) -> Option<usize> {
+    match net {
+        LaxNetSlice::Ipv4(ip) => {
+            let header = ip.header();
+            Some(usize::from(header.total_len()).saturating_sub(usize::from(header.ihl()) * 4))
+        }
+        LaxNetSlice::Ipv6(ip) => {
+            let extensions = ip.extensions().slice().len();
+            Some(usize::from(ip.header().payload_length()).saturating_sub(extensions))
+        }
+        LaxNetSlice::Arp(_) => None,
+    }
+}

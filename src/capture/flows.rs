@@ -1,0 +1,566 @@
+//! TCP connections and UDP port pairs of one capture: who is the client, the in-order
+//! bytes of each direction (retransmissions and duplicates dropped, out-of-order
+//! segments put back in order, holes reported), the choice of protocol, and the
+//! messages its framer cuts. Owns per-connection state and frees it when a connection
+//! closes; knows nothing of hosts or of the trace.
+
+use super::decode::{Segment, Transport};
+use super::protocol::udp::UdpPair;
+use super::protocol::{Chunk, Framed, Framer, Output, ProtocolName, Side};
+use super::stats::FileStats;
+use crate::trace::Nanos;
+use hashbrown::HashMap;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// Out-of-order segments held per direction before the hole they wait on is given up.
+const MAX_HELD_SEGMENTS: usize = 256;
+
+/// A message cut from a connection, with its endpoints as indices into
+/// [`Flows::endpoints`].
+#[derive(Debug, Clone, Copy)]
+pub struct CaptureMessage {
+    /// The client's endpoint.
+    pub client: u32,
+    /// The server's endpoint.
+    pub server: u32,
+    /// Whether the connection was TCP (else UDP).
+    pub tcp: bool,
+    /// The message.
+    pub framed: Framed,
+}
+
+/// Per-protocol choices the user made.
+#[derive(Debug, Clone, Default)]
+pub struct ProtocolChoice {
+    /// Protocol to use for a server port, whatever the content looks like.
+    pub by_port: BTreeMap<u16, ProtocolName>,
+}
+
+impl ProtocolChoice {
+    fn for_port(&self, port: u16) -> Option<ProtocolName> {
+        self.by_port
+            .get(&port)
+            .copied()
+            .or_else(|| ProtocolName::by_port(port))
+    }
+
+    fn is_server_port(&self, port: u16) -> bool {
+        self.for_port(port).is_some()
+    }
+}
+
+#[derive(Default)]
+struct Direction {
+    /// Sequence number of the next byte expected.
+    next: Option<u32>,
+    /// Segments ahead of `next`, by their distance from it when they came.
+    held: BTreeMap<u32, (Nanos, Vec<u8>, usize)>,
+    fin: bool,
+}
+
+struct Connection {
+    client: u32,
+    server: u32,
+    server_port: u16,
+    framer: Option<(ProtocolName, Box<dyn Framer>)>,
+    to_server: Direction,
+    to_client: Direction,
+}
+
+struct UdpEntry {
+    client: u32,
+    pair: UdpPair,
+    protocol: ProtocolName,
+}
+
+/// All flows of one capture, and the messages cut so far.
+pub struct Flows<'a> {
+    choice: &'a ProtocolChoice,
+    endpoint_ids: HashMap<SocketAddr, u32>,
+    /// Every endpoint seen, by index.
+    pub endpoints: Vec<SocketAddr>,
+    tcp: HashMap<(u32, u32), Connection>,
+    udp: HashMap<(u32, u32), UdpEntry>,
+    /// Messages cut, in the order they completed.
+    pub messages: Vec<CaptureMessage>,
+    output: Output,
+}
+
+fn key(a: u32, b: u32) -> (u32, u32) {
+    (a.min(b), a.max(b))
+}
+
+impl<'a> Flows<'a> {
+    /// No flows yet.
+    pub fn new(choice: &'a ProtocolChoice) -> Self {
+        Flows {
+            choice,
+            endpoint_ids: HashMap::new(),
+            endpoints: Vec::new(),
+            tcp: HashMap::new(),
+            udp: HashMap::new(),
+            messages: Vec::new(),
+            output: Output::default(),
+        }
+    }
+
+    fn endpoint(&mut self, address: SocketAddr) -> u32 {
+        let next = self.endpoints.len() as u32;
+        *self.endpoint_ids.entry(address).or_insert_with(|| {
+            self.endpoints.push(address);
+            next
+        })
+    }
+
+    /// One decoded segment, captured at `time`.
+    pub fn segment(&mut self, time: Nanos, segment: &Segment<'_>, stats: &mut FileStats) {
+        let from = self.endpoint(segment.from);
+        let to = self.endpoint(segment.to);
+        match segment.transport {
+            Transport::Tcp(tcp) => self.tcp_segment(time, from, to, segment, tcp, stats),
+            Transport::Udp => self.datagram(time, from, to, segment, stats),
+        }
+        self.collect(stats);
+    }
+
+    fn tcp_segment(
+        &mut self,
+        time: Nanos,
+        from: u32,
+        to: u32,
+        segment: &Segment<'_>,
+        tcp: super::decode::TcpFields,
+        stats: &mut FileStats,
+    ) {
+        let flow = key(from, to);
+        let opening = tcp.syn && !tcp.ack_flag;
+        if opening {
+            // A SYN on a known pair is a new connection reusing the ports, unless it is
+            // the same SYN again.
+            if let Some(old) = self.tcp.get(&flow) {
+                let same =
+                    old.client == from && old.to_server.next == Some(tcp.seq.wrapping_add(1));
+                if same {
+                    stats.retransmitted_segments += 1;
+                    return;
+                }
+                self.close(flow, stats);
+            }
+        }
+        if !self.tcp.contains_key(&flow) {
+            if !tcp.syn && segment.wire_len == 0 {
+                // An acknowledgement, reset or close of a connection that is over or whose
+                // start was not captured: nothing to use.
+                return;
+            }
+            let (client, server) = if tcp.syn {
+                if tcp.ack_flag {
+                    (to, from)
+                } else {
+                    (from, to)
+                }
+            } else {
+                stats.flows_without_handshake += 1;
+                self.guess_client(from, to)
+            };
+            stats.tcp_flows += 1;
+            self.tcp.insert(
+                flow,
+                Connection {
+                    client,
+                    server,
+                    server_port: self.endpoints[server as usize].port(),
+                    framer: None,
+                    to_server: Direction::default(),
+                    to_client: Direction::default(),
+                },
+            );
+        }
+        let choice = self.choice;
+        let connection = self.tcp.get_mut(&flow).expect("inserted above");
+        let side = if from == connection.client {
+            Side::Client
+        } else {
+            Side::Server
+        };
+        if tcp.rst {
+            self.close(flow, stats);
+            return;
+        }
+        let direction = match side {
+            Side::Client => &mut connection.to_server,
+            Side::Server => &mut connection.to_client,
+        };
+        let mut seq = tcp.seq;
+        if tcp.syn {
+            seq = seq.wrapping_add(1);
+            if direction.next.is_none() {
+                direction.next = Some(seq);
+            }
+        }
+        if segment.wire_len > 0 {
+            if connection.framer.is_none() {
+                connection.framer = Some(choose(
+                    choice,
+                    connection.server_port,
+                    side,
+                    segment.payload,
+                    stats,
+                ));
+            }
+            let (protocol, framer) = connection.framer.as_mut().expect("chosen above");
+            let ends = (connection.client, connection.server, *protocol);
+            deliver(
+                direction,
+                framer.as_mut(),
+                side,
+                seq,
+                time,
+                segment.payload,
+                segment.wire_len,
+                &mut self.output,
+                stats,
+            );
+            push_tcp(&mut self.messages, &mut self.output, ends, stats);
+        }
+        if tcp.fin {
+            direction.fin = true;
+            if connection.to_server.fin && connection.to_client.fin {
+                self.close(flow, stats);
+            }
+        }
+    }
+
+    fn guess_client(&self, from: u32, to: u32) -> (u32, u32) {
+        let (from_port, to_port) = (
+            self.endpoints[from as usize].port(),
+            self.endpoints[to as usize].port(),
+        );
+        let from_serves = self.choice.is_server_port(from_port);
+        let to_serves = self.choice.is_server_port(to_port);
+        if from_serves && !to_serves {
+            (to, from)
+        } else if to_serves && !from_serves {
+            (from, to)
+        } else if from_port < to_port {
+            (to, from)
+        } else {
+            (from, to)
+        }
+    }
+
+    fn datagram(
+        &mut self,
+        time: Nanos,
+        from: u32,
+        to: u32,
+        segment: &Segment<'_>,
+        stats: &mut FileStats,
+    ) {
+        if segment.payload.len() < segment.wire_len {
+            stats.skip("UDP datagrams cut short by the snaplen");
+            return;
+        }
+        let flow = key(from, to);
+        if !self.udp.contains_key(&flow) {
+            let (client, server) = self.guess_client(from, to);
+            let port = self.endpoints[server as usize].port();
+            let protocol = match self.choice.for_port(port) {
+                Some(ProtocolName::Tcp) | None => ProtocolName::Udp,
+                Some(ProtocolName::Http | ProtocolName::Redis | ProtocolName::Postgres) => {
+                    ProtocolName::Udp
+                }
+                Some(other) => other,
+            };
+            self.udp.insert(
+                flow,
+                UdpEntry {
+                    client,
+                    pair: UdpPair::new(protocol),
+                    protocol,
+                },
+            );
+        }
+        let entry = self.udp.get_mut(&flow).expect("inserted above");
+        let side = if from == entry.client {
+            Side::Client
+        } else {
+            Side::Server
+        };
+        entry
+            .pair
+            .datagram(side, time, segment.payload, &mut self.output);
+        let (client, server) = (entry.client, if entry.client == from { to } else { from });
+        let protocol = entry.protocol;
+        for framed in self.output.messages.drain(..) {
+            stats.message(protocol.as_str());
+            self.messages.push(CaptureMessage {
+                client,
+                server,
+                tcp: false,
+                framed,
+            });
+        }
+    }
+
+    /// Counts the problems the framers met.
+    fn collect(&mut self, stats: &mut FileStats) {
+        for problem in self.output.problems.drain(..) {
+            stats.skip(problem);
+        }
+    }
+
+    fn close(&mut self, flow: (u32, u32), stats: &mut FileStats) {
+        if let Some(mut connection) = self.tcp.remove(&flow) {
+            if let Some((_, framer)) = &mut connection.framer {
+                framer.close(&mut self.output);
+            }
+            let protocol = connection
+                .framer
+                .as_ref()
+                .map_or(ProtocolName::Tcp, |f| f.0);
+            let ends = (connection.client, connection.server, protocol);
+            push_tcp(&mut self.messages, &mut self.output, ends, stats);
+        }
+    }
+
+    /// The capture ended: flush every connection and port pair, in a fixed order.
+    pub fn finish(mut self, stats: &mut FileStats) -> (Vec<SocketAddr>, Vec<CaptureMessage>) {
+        let mut open: Vec<(u32, u32)> = self.tcp.keys().copied().collect();
+        open.sort_unstable();
+        for flow in open {
+            self.close(flow, stats);
+        }
+        let mut pairs: Vec<(u32, u32)> = self.udp.keys().copied().collect();
+        pairs.sort_unstable();
+        for flow in pairs {
+            let mut entry = self.udp.remove(&flow).expect("listed");
+            entry.pair.close(&mut self.output);
+            let server = if entry.client == flow.0 {
+                flow.1
+            } else {
+                flow.0
+            };
+            for framed in self.output.messages.drain(..) {
+                stats.message(entry.protocol.as_str());
+                self.messages.push(CaptureMessage {
+                    client: entry.client,
+                    server,
+                    tcp: false,
+                    framed,
+                });
+            }
+        }
+        self.collect(stats);
+        (self.endpoints, self.messages)
+    }
+}
+
+fn push_tcp(
+    messages: &mut Vec<CaptureMessage>,
+    output: &mut Output,
+    (client, server, protocol): (u32, u32, ProtocolName),
+    stats: &mut FileStats,
+) {
+    for framed in output.messages.drain(..) {
+        stats.message(protocol.as_str());
+        messages.push(CaptureMessage {
+            client,
+            server,
+            tcp: true,
+            framed,
+        });
+    }
+}
+
+fn choose(
+    choice: &ProtocolChoice,
+    server_port: u16,
+    side: Side,
+    first: &[u8],
+    stats: &mut FileStats,
+) -> (ProtocolName, Box<dyn Framer>) {
+    let protocol = if let Some(&forced) = choice.by_port.get(&server_port) {
+        forced
+    } else if side == Side::Server {
+        // The server spoke first: nothing of the client's to check a guess against.
+        ProtocolName::by_port(server_port).unwrap_or(ProtocolName::Tcp)
+    } else {
+        match ProtocolName::by_port(server_port) {
+            Some(by_port) if by_port.sniff(first) => by_port,
+            by_port => {
+                if by_port.is_some() {
+                    stats.skip("connections whose content did not match their port's protocol (read by content)");
+                }
+                [
+                    ProtocolName::Http,
+                    ProtocolName::Redis,
+                    ProtocolName::Postgres,
+                    ProtocolName::OncRpc,
+                ]
+                .into_iter()
+                .find(|p| p.sniff(first))
+                .unwrap_or(ProtocolName::Tcp)
+            }
+        }
+    };
+    (protocol, protocol.tcp_framer())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn deliver(
+    direction: &mut Direction,
+    framer: &mut dyn Framer,
+    side: Side,
+    seq: u32,
+    time: Nanos,
+    bytes: &[u8],
+    wire_len: usize,
+    output: &mut Output,
+    stats: &mut FileStats,
+) {
+    let next = *direction.next.get_or_insert(seq);
+    let ahead = seq.wrapping_sub(next) as i32;
+    if ahead < 0 {
+        let overlap = ahead.unsigned_abs() as usize;
+        if overlap >= wire_len {
+            stats.retransmitted_segments += 1;
+            return;
+        }
+        // Part old, part new: keep the new part.
+        let kept = bytes.get(overlap..).unwrap_or(&[]);
+        in_order(
+            direction,
+            framer,
+            side,
+            next,
+            time,
+            kept,
+            wire_len - overlap,
+            output,
+            stats,
+        );
+    } else if ahead > 0 {
+        stats.out_of_order_segments += 1;
+        direction
+            .held
+            .insert(ahead as u32, (time, bytes.to_vec(), wire_len));
+        if direction.held.len() > MAX_HELD_SEGMENTS {
+            // The hole will not be filled: skip it.
+            let (&distance, _) = direction.held.iter().next().expect("not empty");
+            stats.stream_gaps += 1;
+            stats.gap_bytes += u64::from(distance);
+            framer.gap(side, distance as usize, output);
+            direction.next = Some(next.wrapping_add(distance));
+            rebase(direction, distance);
+        }
+    } else {
+        in_order(
+            direction, framer, side, seq, time, bytes, wire_len, output, stats,
+        );
+        return;
+    }
+    drain_held(direction, framer, side, output, stats);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn in_order(
+    direction: &mut Direction,
+    framer: &mut dyn Framer,
+    side: Side,
+    seq: u32,
+    time: Nanos,
+    bytes: &[u8],
+    wire_len: usize,
+    output: &mut Output,
+    stats: &mut FileStats,
+) {
+    if !bytes.is_empty() {
+        framer.data(side, Chunk { time, seq, bytes }, output);
+    }
+    let missing = wire_len.saturating_sub(bytes.len());
+    if missing > 0 {
+        stats.stream_gaps += 1;
+        stats.gap_bytes += missing as u64;
+        framer.gap(side, missing, output);
+    }
+    direction.next = Some(seq.wrapping_add(wire_len as u32));
+    rebase(direction, wire_len as u32);
+    drain_held(direction, framer, side, output, stats);
+}
+
+/// Held segments are keyed by distance from `next`; `next` moved on by `by`.
+fn rebase(direction: &mut Direction, by: u32) {
+    if direction.held.is_empty() || by == 0 {
+        return;
+    }
+    let held = std::mem::take(&mut direction.held);
+    for (distance, segment) in held {
+        let moved = distance as i64 - i64::from(by);
+        // A held segment now behind `next` keeps only what is new.
+        direction
+            .held
+            .insert(moved.max(0) as u32, segment_tail(segment, moved));
+    }
+}
+
+fn segment_tail(
+    (time, bytes, wire_len): (Nanos, Vec<u8>, usize),
+    moved: i64,
+) -> (Nanos, Vec<u8>, usize) {
+    if moved >= 0 {
+        return (time, bytes, wire_len);
+    }
+    let cut = (-moved) as usize;
+    let bytes = bytes.get(cut..).map(<[u8]>::to_vec).unwrap_or_default();
+    (time, bytes, wire_len.saturating_sub(cut))
+}
+
+fn drain_held(
+    direction: &mut Direction,
+    framer: &mut dyn Framer,
+    side: Side,
+    output: &mut Output,
+    stats: &mut FileStats,
+) {
+    while let Some(entry) = direction.held.first_entry() {
+        if *entry.key() != 0 {
+            return;
+        }
+        let (time, bytes, wire_len) = entry.remove();
+        if wire_len == 0 {
+            stats.retransmitted_segments += 1;
+            continue;
+        }
+        let seq = direction.next.expect("set before anything is held");
+        in_order_no_drain(
+            direction, framer, side, seq, time, &bytes, wire_len, output, stats,
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn in_order_no_drain(
+    direction: &mut Direction,
+    framer: &mut dyn Framer,
+    side: Side,
+    seq: u32,
+    time: Nanos,
+    bytes: &[u8],
+    wire_len: usize,
+    output: &mut Output,
+    stats: &mut FileStats,
+) {
+    if !bytes.is_empty() {
+        framer.data(side, Chunk { time, seq, bytes }, output);
+    }
+    let missing = wire_len.saturating_sub(bytes.len());
+    if missing > 0 {
+        stats.stream_gaps += 1;
+        stats.gap_bytes += missing as u64;
+        framer.gap(side, missing, output);
+    }
+    direction.next = Some(seq.wrapping_add(wire_len as u32));
+    rebase(direction, wire_len as u32);
+}

@@ -1,0 +1,403 @@
+//! Packet captures in: pcap and pcapng files, one per host, to the messages of a
+//! [`Trace`](crate::trace::Trace). The pipeline per file is [`file`] (container
+//! formats) → [`decode`] (link, IP, TCP/UDP) → [`flows`] (connections, in-order bytes)
+//! → [`protocol`] (messages, calls and returns); this module then decides which of a
+//! file's addresses are the capturing host's own, names nodes, and hands each message
+//! end to the trace builder, which merges the ends seen in two hosts' captures. Owns
+//! the capture options and errors; knows nothing of clocks (each time stays in its
+//! host's clock) or of inference.
+
+pub mod decode;
+pub mod file;
+pub mod flows;
+pub mod protocol;
+pub mod stats;
+
+use crate::trace::{End, Message, TraceBuilder, Truth};
+use flows::{CaptureMessage, Flows, ProtocolChoice};
+use hashbrown::HashMap;
+use protocol::{ProtocolName, Side};
+use rayon::prelude::*;
+use stats::FileStats;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+/// Problems that stop a capture from being read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The file could not be opened or read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a pcap or pcapng capture.
+    #[error("{} is not a pcap or pcapng capture: {reason}", path.display())]
+    NotACapture {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A names or truth file has a bad line.
+    #[error("{}:{line}: {problem}", path.display())]
+    Names {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeBy {
+    /// A host (an IP address, or its name).
+    #[default]
+    Host,
+    /// A service: a host and the port it serves on. A call a host makes comes from its
+    /// one service when it serves on exactly one port, else from the host.
+    Service,
+}
+
+/// How captures are read.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureOptions {
+    /// Protocols forced per server port.
+    pub protocols: ProtocolChoice,
+    /// Names for addresses (`--names`).
+    pub names: BTreeMap<IpAddr, String>,
+    /// Host names for files (`--host NAME=FILE`); other files are named by their stem.
+    pub hosts: BTreeMap<PathBuf, String>,
+    /// What a node is.
+    pub node_by: NodeBy,
+    /// Ground truth for captures: the path instance of calls by their call id (the
+    /// sidecar `maketrace --pcap` writes). Inference never reads it; `eval` does.
+    pub truth: BTreeMap<String, String>,
+}
+
+/// Whether a file starts with a pcap or pcapng magic number.
+pub fn is_capture(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    if file.read_exact(&mut magic).is_err() {
+        return false;
+    }
+    matches!(
+        u32::from_le_bytes(magic),
+        0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0x0a0d_0d0a
+    )
+}
+
+/// What one capture file gave, before nodes are named.
+pub struct HostCapture {
+    /// The file.
+    pub path: PathBuf,
+    /// The host it was captured on.
+    pub host: String,
+    /// Counts of what was read and set aside.
+    pub stats: FileStats,
+    /// Why reading stopped early, if it did.
+    pub stopped: Option<file::Stopped>,
+    /// The capturing host's own addresses, as far as the traffic tells.
+    pub local: BTreeSet<IpAddr>,
+    endpoints: Vec<SocketAddr>,
+    messages: Vec<CaptureMessage>,
+}
+
+impl HostCapture {
+    /// Messages built from this file.
+    pub fn messages(&self) -> usize {
+        self.messages.len()
+    }
+}
+
+/// The host name for a file: given by `--host`, else the file's stem.
+pub fn host_name(path: &Path, options: &CaptureOptions) -> String {
+    options.hosts.get(path).cloned().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string())
+    })
+}
+
+/// Reads one capture from `input`.
+pub fn read_capture<R: Read + Send>(
+    path: &Path,
+    host: String,
+    input: R,
+    options: &CaptureOptions,
+) -> Result<HostCapture, CaptureError> {
+    let mut stats = FileStats::default();
+    let mut flows = Flows::new(&options.protocols);
+    // Packets per address pair: which addresses are the host's own is decided from
+    // these once the whole file is read.
+    let mut pairs: HashMap<(IpAddr, IpAddr), u64> = HashMap::new();
+    let stopped = file::read_frames(path, input, &mut stats, |frame, stats| {
+        stats.packets += 1;
+        if let Some(segment) = decode::decode(frame, stats) {
+            let (a, b) = (segment.from.ip(), segment.to.ip());
+            *pairs.entry((a.min(b), a.max(b))).or_default() += 1;
+            flows.segment(frame.time, &segment, stats);
+        }
+    })?;
+    let (endpoints, messages) = flows.finish(&mut stats);
+    Ok(HostCapture {
+        path: path.to_path_buf(),
+        host,
+        stats,
+        stopped,
+        local: local_addresses(&pairs),
+        endpoints,
+        messages,
+    })
+}
+
+/// The capturing host's addresses: the fewest addresses that are an end of nearly every
+/// packet (greedy cover of the address pairs, stopping when what is left is under 1%).
+/// A capture on one host gives its address; a capture of a whole network (a mirror
+/// port) gives many.
+fn local_addresses(pairs: &HashMap<(IpAddr, IpAddr), u64>) -> BTreeSet<IpAddr> {
+    let total: u64 = pairs.values().sum();
+    let mut sorted: Vec<(&(IpAddr, IpAddr), &u64)> = pairs.iter().collect();
+    sorted.sort_unstable();
+    let mut local = BTreeSet::new();
+    let mut uncovered = total;
+    while uncovered * 100 > total {
+        let mut counts: BTreeMap<IpAddr, u64> = BTreeMap::new();
+        for (&(a, b), &n) in &sorted {
+            if local.contains(&a) || local.contains(&b) {
+                continue;
+            }
+            *counts.entry(a).or_default() += n;
+            if a != b {
+                *counts.entry(b).or_default() += n;
+            }
+        }
+        // Most packets first; ties to the lowest address, so the choice is repeatable.
+        let Some((&best, &covered)) = counts
+            .iter()
+            .max_by(|x, y| x.1.cmp(y.1).then_with(|| y.0.cmp(x.0)))
+        else {
+            break;
+        };
+        local.insert(best);
+        uncovered -= covered;
+    }
+    local
+}
+
+/// Reads every capture (in parallel), names the nodes, and adds every message end to
+/// `builder`. Returns each file's capture summary, in the order given.
+pub fn read_captures(
+    paths: &[PathBuf],
+    options: &CaptureOptions,
+    builder: &mut TraceBuilder,
+) -> Result<Vec<HostCapture>, CaptureError> {
+    let captures: Vec<HostCapture> = paths
+        .par_iter()
+        .map(|path| {
+            let file = std::fs::File::open(path).map_err(|source| CaptureError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let input = std::io::BufReader::with_capacity(1 << 20, file);
+            read_capture(path, host_name(path, options), input, options)
+        })
+        .collect::<Result<_, _>>()?;
+    add_to_trace(&captures, options, builder);
+    Ok(captures)
+}
+
+/// Names nodes and adds the captures' message ends to `builder`: a message leaving one
+/// of a file's own addresses is a send at that host, one arriving at them a receive;
+/// a message between two others (a capture of a whole network) counts as a send.
+pub fn add_to_trace(
+    captures: &[HostCapture],
+    options: &CaptureOptions,
+    builder: &mut TraceBuilder,
+) {
+    let names = node_names(captures, options);
+    let services = services_per_host(captures, &names);
+    let node_of = |address: SocketAddr, serving: bool| -> String {
+        let host = names
+            .get(&address.ip())
+            .cloned()
+            .unwrap_or_else(|| address.ip().to_string());
+        match options.node_by {
+            NodeBy::Host => host,
+            NodeBy::Service if serving => format!("{host}:{}", address.port()),
+            NodeBy::Service => match services.get(&host) {
+                Some(ports) if ports.len() == 1 => {
+                    format!("{host}:{}", ports.iter().next().expect("one"))
+                }
+                _ => host,
+            },
+        }
+    };
+    let mut text = String::new();
+    for capture in captures {
+        builder.stats_mut().files += 1;
+        builder.reserve(capture.messages.len());
+        let mut ids: HashMap<(u32, bool), crate::trace::NodeId> = HashMap::new();
+        for message in &capture.messages {
+            let client = capture.endpoints[message.client as usize];
+            let server = capture.endpoints[message.server as usize];
+            let framed = message.framed;
+            let (from, to, from_serves) = match framed.from {
+                Side::Client => (client, server, false),
+                Side::Server => (server, client, true),
+            };
+            let mut node = |index: u32, address: SocketAddr, serving: bool| {
+                *ids.entry((index, serving))
+                    .or_insert_with(|| builder.node(&node_of(address, serving)))
+            };
+            let (from_index, to_index) = match framed.from {
+                Side::Client => (message.client, message.server),
+                Side::Server => (message.server, message.client),
+            };
+            let sender = node(from_index, from, from_serves);
+            let receiver = node(to_index, to, !from_serves);
+            let end = if capture.local.contains(&from.ip()) || !capture.local.contains(&to.ip()) {
+                End::Sent
+            } else {
+                End::Received
+            };
+            text.clear();
+            use std::fmt::Write;
+            let proto = if message.tcp { "tcp" } else { "udp" };
+            let _ = write!(text, "{proto}:{client}>{server}#{}", framed.key);
+            let call_id = builder.call_id(&text);
+            let truth = match options.truth.get(&text) {
+                Some(instance) => builder.truth(instance),
+                None => Truth::NONE,
+            };
+            builder.push(Message::observed(
+                end,
+                framed.first,
+                framed.kind,
+                sender,
+                receiver,
+                call_id,
+                truth,
+            ));
+        }
+    }
+}
+
+/// Node names for addresses: `--names` first, then each file's host name for its one
+/// own address (a file with several own addresses names none of them).
+fn node_names(captures: &[HostCapture], options: &CaptureOptions) -> BTreeMap<IpAddr, String> {
+    let mut names = BTreeMap::new();
+    for capture in captures {
+        if capture.local.len() == 1 {
+            let address = *capture.local.iter().next().expect("one");
+            names.entry(address).or_insert_with(|| capture.host.clone());
+        }
+    }
+    for (address, name) in &options.names {
+        names.insert(*address, name.clone());
+    }
+    names
+}
+
+/// The ports each host serves on, for `--node-by service`.
+fn services_per_host(
+    captures: &[HostCapture],
+    names: &BTreeMap<IpAddr, String>,
+) -> BTreeMap<String, BTreeSet<u16>> {
+    let mut services: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
+    for capture in captures {
+        for message in &capture.messages {
+            let server = capture.endpoints[message.server as usize];
+            let host = names
+                .get(&server.ip())
+                .cloned()
+                .unwrap_or_else(|| server.ip().to_string());
+            services.entry(host).or_default().insert(server.port());
+        }
+    }
+    services
+}
+
+/// Reads a names file: one `address name` per line, `#` comments.
+pub fn read_names(path: &Path) -> Result<BTreeMap<IpAddr, String>, CaptureError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CaptureError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut names = BTreeMap::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let problem = |problem: String| CaptureError::Names {
+            path: path.to_path_buf(),
+            line: index + 1,
+            problem,
+        };
+        let mut words = line.split_whitespace();
+        let (Some(address), Some(name), None) = (words.next(), words.next(), words.next()) else {
+            return Err(problem("expected `address name`".into()));
+        };
+        let address: IpAddr = address
+            .parse()
+            .map_err(|_| problem(format!("`{address}` is not an IP address")))?;
+        if name.contains(['(', ')', ',']) {
+            return Err(problem(format!(
+                "node name `{name}` contains a parenthesis or comma"
+            )));
+        }
+        names.insert(address, name.to_string());
+    }
+    Ok(names)
+}
+
+/// Reads a truth sidecar: one `call-id<TAB>instance` per line.
+pub fn read_truth_ids(path: &Path) -> Result<BTreeMap<String, String>, CaptureError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CaptureError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut truth = BTreeMap::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (Some(call), Some(instance), None) = (words.next(), words.next(), words.next()) else {
+            return Err(CaptureError::Names {
+                path: path.to_path_buf(),
+                line: index + 1,
+                problem: "expected `call-id instance`".into(),
+            });
+        };
+        truth.insert(call.to_string(), instance.to_string());
+    }
+    Ok(truth)
+}
+
+/// Parses `--protocol PORT=NAME`.
+pub fn parse_protocol_override(text: &str) -> Result<(u16, ProtocolName), String> {
+    let (port, name) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected PORT=NAME, got `{text}`"))?;
+    let port: u16 = port
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{port}` is not a port number"))?;
+    let protocol = ProtocolName::parse(name.trim()).ok_or_else(|| {
+        let known: Vec<&str> = ProtocolName::ALL.iter().map(|p| p.as_str()).collect();
+        format!("unknown protocol `{name}` (known: {})", known.join(", "))
+    })?;
+    Ok((port, protocol))
+}

@@ -1,0 +1,215 @@
+//! The framer for protocols with message boundaries: it buffers each side's bytes,
+//! remembers when each byte arrived, asks the [`Protocol`] where the next message ends,
+//! and pairs replies with requests (by transaction id, else in order). After lost bytes
+//! a side waits for a segment that could start a message.
+
+use super::{CallKey, Chunk, Framed, Framer, Meaning, Output, Protocol, Side, Step};
+use crate::trace::{Kind, Nanos};
+use std::collections::VecDeque;
+
+/// A side's bytes not yet cut into messages.
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    /// Sequence number of `bytes[0]`.
+    seq: u32,
+    /// (offset in `bytes`, time) where each segment's bytes begin, in order.
+    arrivals: VecDeque<(usize, Nanos)>,
+    /// Waiting for a segment that could start a message, after lost bytes.
+    lost: bool,
+}
+
+impl Pending {
+    fn time_at(&self, offset: usize) -> Nanos {
+        let index = self.arrivals.partition_point(|&(start, _)| start <= offset);
+        self.arrivals[index.saturating_sub(1)].1
+    }
+
+    fn consume(&mut self, len: usize) {
+        self.bytes.drain(..len);
+        self.seq = self.seq.wrapping_add(len as u32);
+        while self.arrivals.len() > 1 && self.arrivals[1].0 <= len {
+            self.arrivals.pop_front();
+        }
+        for arrival in &mut self.arrivals {
+            arrival.0 = arrival.0.saturating_sub(len);
+        }
+        if self.bytes.is_empty() {
+            self.arrivals.clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.arrivals.clear();
+    }
+}
+
+/// Frames a connection for a [`Protocol`].
+pub struct Delimited<P> {
+    protocol: P,
+    client: Pending,
+    server: Pending,
+    in_order: VecDeque<CallKey>,
+    by_id: Vec<u32>,
+}
+
+impl<P: Protocol> Delimited<P> {
+    /// A framer for a new connection.
+    pub fn new(protocol: P) -> Self {
+        Delimited {
+            protocol,
+            client: Pending::default(),
+            server: Pending::default(),
+            in_order: VecDeque::new(),
+            by_id: Vec::new(),
+        }
+    }
+
+    fn side(&mut self, from: Side) -> &mut Pending {
+        match from {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        }
+    }
+
+    fn cut(&mut self, from: Side, out: &mut Output) {
+        loop {
+            let pending = match from {
+                Side::Client => &self.client,
+                Side::Server => &self.server,
+            };
+            if pending.bytes.is_empty() || pending.lost {
+                return;
+            }
+            match self.protocol.next(from, &pending.bytes) {
+                Step::NeedMore => return,
+                Step::Invalid => {
+                    out.problems
+                        .push("bytes that do not parse as the connection's protocol");
+                    self.lose(from);
+                    return;
+                }
+                Step::Message { len, meaning } => {
+                    let len = len.clamp(1, pending.bytes.len());
+                    let first = pending.time_at(0);
+                    let last = pending.time_at(len - 1);
+                    let seq = pending.seq;
+                    self.emit(from, meaning, seq, first, last, out);
+                    self.side(from).consume(len);
+                }
+            }
+        }
+    }
+
+    fn emit(
+        &mut self,
+        from: Side,
+        meaning: Meaning,
+        seq: u32,
+        first: Nanos,
+        last: Nanos,
+        out: &mut Output,
+    ) {
+        let (kind, key) = match meaning {
+            Meaning::Housekeeping => return,
+            Meaning::Request(None) => {
+                self.in_order.push_back(CallKey::Seq(seq));
+                (Kind::Call, CallKey::Seq(seq))
+            }
+            Meaning::Request(Some(id)) => {
+                self.by_id.push(id);
+                (Kind::Call, CallKey::Id(id))
+            }
+            Meaning::Reply(None) => match self.in_order.pop_front() {
+                Some(key) => (Kind::Return, key),
+                None => {
+                    out.problems
+                        .push("replies with no open request (free-form messages)");
+                    (Kind::Free, CallKey::Seq(seq))
+                }
+            },
+            Meaning::Reply(Some(id)) => match self.by_id.iter().position(|&open| open == id) {
+                Some(index) => {
+                    self.by_id.swap_remove(index);
+                    (Kind::Return, CallKey::Id(id))
+                }
+                None => {
+                    out.problems
+                        .push("replies with no open request (free-form messages)");
+                    (Kind::Free, CallKey::Id(id))
+                }
+            },
+        };
+        out.messages.push(Framed {
+            from,
+            kind,
+            key,
+            first,
+            last,
+        });
+    }
+
+    fn lose(&mut self, from: Side) {
+        let pending = self.side(from);
+        pending.clear();
+        pending.lost = true;
+        // Replies can no longer be matched by order: whatever was open stays unanswered.
+        self.in_order.clear();
+    }
+}
+
+impl<P: Protocol> Framer for Delimited<P> {
+    fn data(&mut self, from: Side, chunk: Chunk<'_>, out: &mut Output) {
+        let protocol = &self.protocol;
+        let pending = match from {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        };
+        if pending.lost {
+            if !protocol.could_start(from, chunk.bytes) {
+                return;
+            }
+            pending.lost = false;
+        }
+        if pending.bytes.is_empty() {
+            pending.seq = chunk.seq;
+        }
+        pending
+            .arrivals
+            .push_back((pending.bytes.len(), chunk.time));
+        pending.bytes.extend_from_slice(chunk.bytes);
+        self.cut(from, out);
+    }
+
+    fn gap(&mut self, from: Side, _bytes: usize, out: &mut Output) {
+        if !self.side(from).lost {
+            out.problems.push("protocol out of step after lost bytes");
+            self.lose(from);
+        }
+    }
+
+    fn close(&mut self, out: &mut Output) {
+        for from in [Side::Client, Side::Server] {
+            let pending = match from {
+                Side::Client => &self.client,
+                Side::Server => &self.server,
+            };
+            if pending.bytes.is_empty() || pending.lost {
+                continue;
+            }
+            match self.protocol.at_close(from, &pending.bytes) {
+                Some(meaning) => {
+                    let first = pending.time_at(0);
+                    let last = pending.time_at(pending.bytes.len() - 1);
+                    let seq = pending.seq;
+                    self.emit(from, meaning, seq, first, last, out);
+                }
+                None => out
+                    .problems
+                    .push("incomplete message at the end of a connection"),
+            }
+            self.side(from).clear();
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! HTTP/1.x: requests and responses framed by Content-Length or chunked encoding,
+//! pipelined requests answered in order, interim 1xx responses as housekeeping, and
+//! bodies with no length running to the close.
+
+use super::{line_end, Meaning, Protocol, Side, Step};
+use std::collections::VecDeque;
+
+/// Longest request or response head accepted; longer means the stream is not HTTP.
+const MAX_HEAD: usize = 64 * 1024;
+
+const METHODS: [&[u8]; 9] = [
+    b"GET ",
+    b"POST ",
+    b"PUT ",
+    b"DELETE ",
+    b"HEAD ",
+    b"OPTIONS ",
+    b"PATCH ",
+    b"CONNECT ",
+    b"TRACE ",
+];
+
+/// Whether bytes start like an HTTP request.
+pub fn looks_like_request(bytes: &[u8]) -> bool {
+    METHODS.iter().any(|m| bytes.starts_with(m))
+}
+
+fn looks_like_response(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"HTTP/1.")
+}
+
+/// HTTP/1.x framing state: whether each open request's response has a body.
+#[derive(Debug, Default)]
+pub struct Http {
+    /// For each request not yet answered, in order: was it a HEAD request?
+    open_heads: VecDeque<bool>,
+}
+
+enum Body {
+    None,
+    Length(usize),
+    Chunked,
+    UntilClose,
+}
+
+struct Head {
+    len: usize,
+    content_length: Option<usize>,
+    chunked: bool,
+}
+
+fn parse_head(bytes: &[u8]) -> Result<Option<Head>, ()> {
+    let end = match bytes
+        .windows(4)
+        .take(MAX_HEAD)
+        .position(|w| w == b"\r\n\r\n")
+    {
+        Some(i) => i + 4,
+        None if bytes.len() >= MAX_HEAD => return Err(()),
+        None => return Ok(None),
+    };
+    let mut head = Head {
+        len: end,
+        content_length: None,
+        chunked: false,
+    };
+    for line in bytes[..end].split(|&b| b == b'\n').skip(1) {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = &line[..colon];
+        let value = std::str::from_utf8(&line[colon + 1..]).unwrap_or("").trim();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            head.content_length = Some(value.parse().map_err(|_| ())?);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            head.chunked = value.to_ascii_lowercase().contains("chunked");
+        }
+    }
+    Ok(Some(head))
+}
+
+/// Length of a chunked body at the start of `bytes`, if it is all there.
+fn chunked_len(bytes: &[u8]) -> Result<Option<usize>, ()> {
+    let mut at = 0;
+    loop {
+        let Some(end) = line_end(&bytes[at..], 1024) else {
+            return if bytes.len() - at >= 1024 {
+                Err(())
+            } else {
+                Ok(None)
+            };
+        };
+        let line = std::str::from_utf8(&bytes[at..at + end]).map_err(|_| ())?;
+        let hex = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(hex, 16).map_err(|_| ())?;
+        at += end;
+        if size == 0 {
+            // Trailer lines up to an empty line.
+            loop {
+                let Some(end) = line_end(&bytes[at..], MAX_HEAD) else {
+                    return Ok(None);
+                };
+                let empty = bytes[at..at + end].trim_ascii().is_empty();
+                at += end;
+                if empty {
+                    return Ok(Some(at));
+                }
+            }
+        }
+        at = at
+            .checked_add(size)
+            .and_then(|a| a.checked_add(2))
+            .ok_or(())?;
+        if at > bytes.len() {
+            return Ok(None);
+        }
+    }
+}
+
+fn with_body(head_len: usize, body: Body, bytes: &[u8], meaning: Meaning) -> Step {
+    let len = match body {
+        Body::None => head_len,
+        Body::Length(n) => match head_len.checked_add(n) {
+            Some(total) if total <= bytes.len() => total,
+            Some(_) => return Step::NeedMore,
+            None => return Step::Invalid,
+        },
+        Body::Chunked => match chunked_len(&bytes[head_len..]) {
+            Ok(Some(n)) => head_len + n,
+            Ok(None) => return Step::NeedMore,
+            Err(()) => return Step::Invalid,
+        },
+        Body::UntilClose => return Step::NeedMore,
+    };
+    Step::Message { len, meaning }
+}
+
+impl Protocol for Http {
+    fn next(&mut self, from: Side, bytes: &[u8]) -> Step {
+        let starts = match from {
+            Side::Client => looks_like_request(bytes),
+            Side::Server => looks_like_response(bytes),
+        };
+        if !starts && bytes.len() >= 8 {
+            return Step::Invalid;
+        }
+        let head = match parse_head(bytes) {
+            Ok(Some(head)) => head,
+            Ok(None) => return Step::NeedMore,
+            Err(()) => return Step::Invalid,
+        };
+        if !starts {
+            return Step::Invalid;
+        }
+        match from {
+            Side::Client => {
+                let body = if head.chunked {
+                    Body::Chunked
+                } else {
+                    head.content_length.map_or(Body::None, Body::Length)
+                };
+                let step = with_body(head.len, body, bytes, Meaning::Request(None));
+                if matches!(step, Step::Message { .. }) {
+                    self.open_heads.push_back(bytes.starts_with(b"HEAD "));
+                }
+                step
+            }
+            Side::Server => {
+                let status: u16 = bytes
+                    .get(9..12)
+                    .and_then(|s| std::str::from_utf8(s).ok())
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                if (100..200).contains(&status) && status != 101 {
+                    return Step::Message {
+                        len: head.len,
+                        meaning: Meaning::Housekeeping,
+                    };
+                }
+                let to_head = self.open_heads.front().copied().unwrap_or(false);
+                let body = if to_head || status == 204 || status == 304 || status == 101 {
+                    Body::None
+                } else if head.chunked {
+                    Body::Chunked
+                } else {
+                    head.content_length.map_or(Body::UntilClose, Body::Length)
+                };
+                let step = with_body(head.len, body, bytes, Meaning::Reply(None));
+                if matches!(step, Step::Message { .. }) {
+                    self.open_heads.pop_front();
+                }
+                step
+            }
+        }
+    }
+
+    fn at_close(&mut self, from: Side, bytes: &[u8]) -> Option<Meaning> {
+        (from == Side::Server && looks_like_response(bytes) && parse_head(bytes).ok()??.len > 0)
+            .then(|| {
+                self.open_heads.pop_front();
+                Meaning::Reply(None)
+            })
+    }
+
+    fn could_start(&self, from: Side, bytes: &[u8]) -> bool {
+        match from {
+            Side::Client => looks_like_request(bytes),
+            Side::Server => looks_like_response(bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(http: &mut Http, from: Side, bytes: &[u8]) -> Step {
+        http.next(from, bytes)
+    }
+
+    #[test]
+    fn content_length_and_chunked_bodies_are_framed() {
+        let mut http = Http::default();
+        let request = b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\n\r\n";
+        let first = request.len() - b"GET /b HTTP/1.1\r\n\r\n".len();
+        assert_eq!(
+            step(&mut http, Side::Client, request),
+            Step::Message {
+                len: first,
+                meaning: Meaning::Request(None)
+            }
+        );
+        assert_eq!(
+            step(&mut http, Side::Client, &request[first..]),
+            Step::Message {
+                len: request.len() - first,
+                meaning: Meaning::Request(None)
+            }
+        );
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        assert_eq!(
+            step(&mut http, Side::Server, &chunked[..50]),
+            Step::NeedMore
+        );
+        assert_eq!(
+            step(&mut http, Side::Server, chunked),
+            Step::Message {
+                len: chunked.len(),
+                meaning: Meaning::Reply(None)
+            }
+        );
+    }
+
+    #[test]
+    fn interim_responses_and_head_requests() {
+        let mut http = Http::default();
+        let head = b"HEAD / HTTP/1.1\r\n\r\n";
+        assert!(matches!(
+            step(&mut http, Side::Client, head),
+            Step::Message { .. }
+        ));
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        assert_eq!(
+            step(&mut http, Side::Server, interim),
+            Step::Message {
+                len: interim.len(),
+                meaning: Meaning::Housekeeping
+            }
+        );
+        // A response to HEAD has no body whatever its Content-Length says.
+        let response = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n";
+        assert_eq!(
+            step(&mut http, Side::Server, response),
+            Step::Message {
+                len: response.len(),
+                meaning: Meaning::Reply(None)
+            }
+        );
+    }
+
+    #[test]
+    fn garbage_is_invalid() {
+        let mut http = Http::default();
+        assert_eq!(
+            step(&mut http, Side::Client, b"\x00\x01binary stuff"),
+            Step::Invalid
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! From the bytes of one connection (or the datagrams of one port pair) to messages:
+//! where each message starts and ends, whether it is a call, a return or a free-form
+//! message, and which call a return answers. Owns framing and call/return pairing per
+//! protocol; knows nothing of packets, hosts or the trace.
+//!
+//! Two layers. A [`Framer`] receives a connection's in-order bytes and turns them into
+//! [`Framed`] messages; there are three: [`turns::Turns`] (the generic request/response
+//! rule: a request is what the client sends after the server last spoke),
+//! [`turns::Stream`] (every segment is a free-form message), and
+//! [`delimited::Delimited`], which buffers bytes and asks a [`Protocol`] where the next
+//! whole message ends and what it means. The protocols with real framing (HTTP/1.x,
+//! DNS, ONC RPC, Redis RESP, PostgreSQL) implement only that question.
+
+pub mod delimited;
+pub mod dns;
+pub mod http;
+pub mod onc_rpc;
+pub mod postgres;
+pub mod resp;
+pub mod turns;
+pub mod udp;
+
+use crate::trace::{Kind, Nanos};
+use std::fmt;
+
+/// Which end of a connection sent some bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Side {
+    /// The end that opened the connection (or sent the request).
+    Client,
+    /// The end that accepted it.
+    Server,
+}
+
+/// What ties a return to its call; the same at both ends of a message, so it can name
+/// the call in the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallKey {
+    /// The TCP sequence number of the request's first byte.
+    Seq(u32),
+    /// A transaction id carried by the protocol (ONC RPC xid, DNS id).
+    Id(u32),
+    /// A digest of a datagram's payload.
+    Digest(u64),
+}
+
+impl fmt::Display for CallKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallKey::Seq(seq) => write!(f, "s{seq}"),
+            CallKey::Id(id) => write!(f, "x{id:x}"),
+            CallKey::Digest(digest) => write!(f, "h{digest:016x}"),
+        }
+    }
+}
+
+/// One message cut out of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framed {
+    /// Who sent it.
+    pub from: Side,
+    /// Call, return or free-form.
+    pub kind: Kind,
+    /// The call it is or answers.
+    pub key: CallKey,
+    /// Time of its first segment.
+    pub first: Nanos,
+    /// Time of its last segment.
+    pub last: Nanos,
+}
+
+/// Bytes of one side of a connection, in order, as one segment brought them.
+#[derive(Debug, Clone, Copy)]
+pub struct Chunk<'a> {
+    /// The segment's capture time.
+    pub time: Nanos,
+    /// The TCP sequence number of the first byte (0 for datagrams).
+    pub seq: u32,
+    /// The bytes.
+    pub bytes: &'a [u8],
+}
+
+/// What a framer hands back: messages, and problems to count.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Messages, in the order they completed.
+    pub messages: Vec<Framed>,
+    /// Problems met, one entry per occurrence.
+    pub problems: Vec<&'static str>,
+}
+
+/// Cuts a connection's byte streams into messages.
+pub trait Framer: Send {
+    /// In-order bytes from one side.
+    fn data(&mut self, from: Side, chunk: Chunk<'_>, out: &mut Output);
+    /// `bytes` bytes from one side were never captured.
+    fn gap(&mut self, from: Side, bytes: usize, out: &mut Output);
+    /// The connection ended (or the capture did): flush what is pending.
+    fn close(&mut self, out: &mut Output);
+}
+
+/// Where the next whole message ends in a side's buffered bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The first `len` bytes are one message meaning `meaning`.
+    Message {
+        /// Its length in bytes.
+        len: usize,
+        /// What it is.
+        meaning: Meaning,
+    },
+    /// More bytes are needed to tell.
+    NeedMore,
+    /// The bytes cannot be this protocol: the stream is out of step.
+    Invalid,
+}
+
+/// What a whole protocol message is to the RPC model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meaning {
+    /// A request; with the protocol's transaction id, if it has one, else answered in
+    /// order.
+    Request(Option<u32>),
+    /// A reply; with the transaction id it answers, else to the oldest open request.
+    Reply(Option<u32>),
+    /// Part of the protocol's housekeeping (an interim reply, an authentication step):
+    /// consumed, not a message.
+    Housekeeping,
+}
+
+/// A protocol with message boundaries.
+pub trait Protocol: Send {
+    /// Looks at the bytes `from` sent that are not yet consumed.
+    fn next(&mut self, from: Side, bytes: &[u8]) -> Step;
+    /// At the close of the connection: what bytes left over mean, if they are whole
+    /// (HTTP bodies that run to the close).
+    fn at_close(&mut self, _from: Side, _bytes: &[u8]) -> Option<Meaning> {
+        None
+    }
+    /// After lost bytes: could a message start at the start of `bytes`?
+    fn could_start(&self, from: Side, bytes: &[u8]) -> bool;
+}
+
+/// The protocols a connection or port can be read as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProtocolName {
+    /// Generic request/response by turns on TCP.
+    Tcp,
+    /// HTTP/1.x.
+    Http,
+    /// DNS over UDP or TCP.
+    Dns,
+    /// ONC RPC (Sun RPC) over TCP or UDP.
+    OncRpc,
+    /// Redis RESP.
+    Redis,
+    /// PostgreSQL frontend/backend protocol.
+    Postgres,
+    /// Generic UDP request/response by port pair.
+    Udp,
+    /// One-way stream: every segment or datagram is a free-form message.
+    Stream,
+}
+
+impl ProtocolName {
+    /// Every protocol, for `--help` and errors.
+    pub const ALL: [ProtocolName; 8] = [
+        ProtocolName::Tcp,
+        ProtocolName::Http,
+        ProtocolName::Dns,
+        ProtocolName::OncRpc,
+        ProtocolName::Redis,
+        ProtocolName::Postgres,
+        ProtocolName::Udp,
+        ProtocolName::Stream,
+    ];
+
+    /// The name used on the command line and in summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolName::Tcp => "tcp",
+            ProtocolName::Http => "http",
+            ProtocolName::Dns => "dns",
+            ProtocolName::OncRpc => "onc-rpc",
+            ProtocolName::Redis => "redis",
+            ProtocolName::Postgres => "postgres",
+            ProtocolName::Udp => "udp",
+            ProtocolName::Stream => "stream",
+        }
+    }
+
+    /// Parses a name given on the command line.
+    pub fn parse(text: &str) -> Option<ProtocolName> {
+        Self::ALL.into_iter().find(|p| p.as_str() == text)
+    }
+
+    /// The protocol usually served on a port.
+    pub fn by_port(port: u16) -> Option<ProtocolName> {
+        Some(match port {
+            80 | 8000 | 8008 | 8080 | 8081 | 8888 | 3128 => ProtocolName::Http,
+            53 | 5353 => ProtocolName::Dns,
+            111 | 2049 => ProtocolName::OncRpc,
+            6379 => ProtocolName::Redis,
+            5432 => ProtocolName::Postgres,
+            _ => return None,
+        })
+    }
+
+    /// Whether a client's first bytes look like this protocol (the check on a choice
+    /// made by port, and the way to choose for other ports).
+    pub fn sniff(self, first: &[u8]) -> bool {
+        match self {
+            ProtocolName::Http => http::looks_like_request(first),
+            ProtocolName::Redis => resp::looks_like_request(first),
+            ProtocolName::Postgres => postgres::looks_like_startup(first),
+            ProtocolName::OncRpc => onc_rpc::looks_like_call_record(first),
+            ProtocolName::Dns => first.len() >= 14,
+            ProtocolName::Tcp | ProtocolName::Udp | ProtocolName::Stream => true,
+        }
+    }
+
+    /// The framer for a TCP connection read as this protocol.
+    pub fn tcp_framer(self) -> Box<dyn Framer> {
+        match self {
+            ProtocolName::Tcp | ProtocolName::Udp => Box::new(turns::Turns::default()),
+            ProtocolName::Stream => Box::new(turns::Stream),
+            ProtocolName::Http => Box::new(delimited::Delimited::new(http::Http::default())),
+            ProtocolName::Dns => Box::new(delimited::Delimited::new(dns::DnsOverTcp)),
+            ProtocolName::OncRpc => Box::new(delimited::Delimited::new(onc_rpc::OverTcp)),
+            ProtocolName::Redis => Box::new(delimited::Delimited::new(resp::Resp)),
+            ProtocolName::Postgres => {
+                Box::new(delimited::Delimited::new(postgres::Postgres::default()))
+            }
+        }
+    }
+}
+
+impl fmt::Display for ProtocolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Finds the end of the first line (the index after its `\n`), looking at no more than
+/// `limit` bytes.
+pub(crate) fn line_end(bytes: &[u8], limit: usize) -> Option<usize> {
+    bytes
+        .iter()
+        .take(limit)
+        .position(|&b| b == b'\n')
+        .map(|i| i + 1)
+}

@@ -1,0 +1,151 @@
+//! Datagrams of one UDP port pair to messages: DNS and ONC RPC by their ids; other
+//! protocols by the generic rule (a reply is the server's next datagram within the
+//! timeout; a request never answered is a free-form message); streams as free-form
+//! messages.
+
+use super::{dns, onc_rpc, CallKey, Framed, Output, ProtocolName, Side};
+use crate::trace::{Kind, Nanos};
+use std::collections::VecDeque;
+
+/// How long a generic UDP request waits for its reply.
+pub const REPLY_TIMEOUT: Nanos = 1_000_000_000;
+
+/// The state of one UDP port pair.
+#[derive(Debug)]
+pub struct UdpPair {
+    protocol: ProtocolName,
+    /// Requests not yet answered: key and time.
+    open: VecDeque<(CallKey, Nanos)>,
+    /// Ids of DNS or RPC requests not yet answered.
+    open_ids: Vec<u32>,
+}
+
+/// FNV-1a: the two ends of a datagram see the same bytes, so its digest names it.
+pub fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl UdpPair {
+    /// A port pair read as `protocol`.
+    pub fn new(protocol: ProtocolName) -> Self {
+        UdpPair {
+            protocol,
+            open: VecDeque::new(),
+            open_ids: Vec::new(),
+        }
+    }
+
+    /// One datagram from `from`.
+    pub fn datagram(&mut self, from: Side, time: Nanos, payload: &[u8], out: &mut Output) {
+        let push = |out: &mut Output, from, kind, key| {
+            out.messages.push(Framed {
+                from,
+                kind,
+                key,
+                first: time,
+                last: time,
+            })
+        };
+        let by_id = match self.protocol {
+            ProtocolName::Dns => dns::message(payload).map(|(id, reply)| (u32::from(id), !reply)),
+            ProtocolName::OncRpc => onc_rpc::message(payload),
+            ProtocolName::Stream => {
+                push(out, from, Kind::Free, CallKey::Digest(digest(payload)));
+                return;
+            }
+            _ => {
+                self.expire(time, out);
+                match from {
+                    Side::Client => self
+                        .open
+                        .push_back((CallKey::Digest(digest(payload)), time)),
+                    Side::Server => match self.open.pop_front() {
+                        Some((key, sent)) => {
+                            out.messages.push(Framed {
+                                from: Side::Client,
+                                kind: Kind::Call,
+                                key,
+                                first: sent,
+                                last: sent,
+                            });
+                            push(out, from, Kind::Return, key);
+                        }
+                        None => push(out, from, Kind::Free, CallKey::Digest(digest(payload))),
+                    },
+                }
+                return;
+            }
+        };
+        match by_id {
+            Some((id, true)) => {
+                self.open_ids.push(id);
+                push(out, from, Kind::Call, CallKey::Id(id));
+            }
+            Some((id, false)) => match self.open_ids.iter().position(|&open| open == id) {
+                Some(index) => {
+                    self.open_ids.swap_remove(index);
+                    push(out, from, Kind::Return, CallKey::Id(id));
+                }
+                None => {
+                    out.problems
+                        .push("replies with no open request (free-form messages)");
+                    push(out, from, Kind::Free, CallKey::Id(id));
+                }
+            },
+            None => {
+                out.problems
+                    .push("datagrams that do not parse as the port's protocol");
+            }
+        }
+    }
+
+    /// Requests older than the timeout at `now` become free-form messages.
+    pub fn expire(&mut self, now: Nanos, out: &mut Output) {
+        while let Some(&(key, sent)) = self.open.front() {
+            if now.saturating_sub(sent) <= REPLY_TIMEOUT {
+                break;
+            }
+            self.open.pop_front();
+            out.messages.push(Framed {
+                from: Side::Client,
+                kind: Kind::Free,
+                key,
+                first: sent,
+                last: sent,
+            });
+        }
+    }
+
+    /// The capture ended: every open request is a free-form message.
+    pub fn close(&mut self, out: &mut Output) {
+        self.expire(Nanos::MAX, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generic_udp_pairs_within_the_timeout_only() {
+        let mut pair = UdpPair::new(ProtocolName::Udp);
+        let mut out = Output::default();
+        pair.datagram(Side::Client, 0, b"ask", &mut out);
+        pair.datagram(Side::Server, 10, b"answer", &mut out);
+        pair.datagram(Side::Client, 20, b"ask again", &mut out);
+        pair.datagram(Side::Client, 20 + 2 * REPLY_TIMEOUT, b"late", &mut out);
+        pair.close(&mut out);
+        let kinds: Vec<(Side, Kind)> = out.messages.iter().map(|m| (m.from, m.kind)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Side::Client, Kind::Call),
+                (Side::Server, Kind::Return),
+                (Side::Client, Kind::Free),
+                (Side::Client, Kind::Free),
+            ]
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! Counts of what the capture reader saw, built and set aside, per file and in all,
+//! and their summary for stderr. Every packet or byte not turned into a message is
+//! counted here with its reason.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What one capture file gave.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FileStats {
+    /// Packets read.
+    pub packets: u64,
+    /// IPv4 packets.
+    pub ipv4: u64,
+    /// IPv6 packets.
+    pub ipv6: u64,
+    /// TCP segments.
+    pub tcp: u64,
+    /// UDP datagrams.
+    pub udp: u64,
+    /// Packets the snaplen cut short (their headers are still used).
+    pub snaplen_truncated: u64,
+    /// TCP connections seen.
+    pub tcp_flows: u64,
+    /// TCP connections whose handshake was not captured: the server was guessed by
+    /// port (a known protocol's port, else the lower port).
+    pub flows_without_handshake: u64,
+    /// TCP segments that repeated bytes already seen (retransmissions, duplicates).
+    pub retransmitted_segments: u64,
+    /// TCP segments that arrived before bytes they follow.
+    pub out_of_order_segments: u64,
+    /// Holes in TCP streams (bytes never captured), and their bytes.
+    pub stream_gaps: u64,
+    /// Bytes in those holes.
+    pub gap_bytes: u64,
+    /// Messages built, by protocol.
+    pub messages: BTreeMap<String, u64>,
+    /// Packets, bytes or messages set aside, by reason.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+impl FileStats {
+    /// Counts one thing set aside for `reason`.
+    pub fn skip(&mut self, reason: &str) {
+        self.skip_n(reason, 1);
+    }
+
+    /// Counts `n` things set aside for `reason`.
+    pub fn skip_n(&mut self, reason: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match self.skipped.get_mut(reason) {
+            Some(count) => *count += n,
+            None => {
+                self.skipped.insert(reason.to_string(), n);
+            }
+        }
+    }
+
+    /// Counts a packet of a link type this reader does not decode.
+    pub fn skip_linktype(&mut self, linktype: i32) {
+        self.skip(&format!("unsupported link type {linktype}"));
+    }
+
+    /// Counts a message built by `protocol`.
+    pub fn message(&mut self, protocol: &str) {
+        match self.messages.get_mut(protocol) {
+            Some(count) => *count += 1,
+            None => {
+                self.messages.insert(protocol.to_string(), 1);
+            }
+        }
+    }
+
+    /// Adds another file's counts to these.
+    pub fn add(&mut self, other: &FileStats) {
+        self.packets += other.packets;
+        self.ipv4 += other.ipv4;
+        self.ipv6 += other.ipv6;
+        self.tcp += other.tcp;
+        self.udp += other.udp;
+        self.snaplen_truncated += other.snaplen_truncated;
+        self.tcp_flows += other.tcp_flows;
+        self.flows_without_handshake += other.flows_without_handshake;
+        self.retransmitted_segments += other.retransmitted_segments;
+        self.out_of_order_segments += other.out_of_order_segments;
+        self.stream_gaps += other.stream_gaps;
+        self.gap_bytes += other.gap_bytes;
+        for (protocol, n) in &other.messages {
+            *self.messages.entry(protocol.clone()).or_default() += n;
+        }
+        for (reason, n) in &other.skipped {
+            *self.skipped.entry(reason.clone()).or_default() += n;
+        }
+    }
+
+    /// Messages built, over all protocols.
+    pub fn total_messages(&self) -> u64 {
+        self.messages.values().sum()
+    }
+}
+
+impl fmt::Display for FileStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} packets (IPv4 {}, IPv6 {}; TCP {}, UDP {}) -> {} messages",
+            self.packets,
+            self.ipv4,
+            self.ipv6,
+            self.tcp,
+            self.udp,
+            self.total_messages()
+        )?;
+        if !self.messages.is_empty() {
+            let by: Vec<String> = self
+                .messages
+                .iter()
+                .map(|(protocol, n)| format!("{protocol} {n}"))
+                .collect();
+            write!(f, " ({})", by.join(", "))?;
+        }
+        write!(f, "; {} TCP connections", self.tcp_flows)?;
+        if self.flows_without_handshake > 0 {
+            write!(
+                f,
+                " ({} without a captured handshake: server guessed by port)",
+                self.flows_without_handshake
+            )?;
+        }
+        let mut notes = Vec::new();
+        if self.snaplen_truncated > 0 {
+            notes.push(format!(
+                "{} packets cut short by the snaplen (headers used)",
+                self.snaplen_truncated
+            ));
+        }
+        if self.retransmitted_segments > 0 {
+            notes.push(format!(
+                "{} retransmitted or duplicate segments ignored",
+                self.retransmitted_segments
+            ));
+        }
+        if self.out_of_order_segments > 0 {
+            notes.push(format!(
+                "{} out-of-order segments reordered",
+                self.out_of_order_segments
+            ));
+        }
+        if self.stream_gaps > 0 {
+            notes.push(format!(
+                "{} holes in TCP streams ({} bytes never captured)",
+                self.stream_gaps, self.gap_bytes
+            ));
+        }
+        for (reason, n) in &self.skipped {
+            notes.push(format!("skipped {n}: {reason}"));
+        }
+        for note in notes {
+            write!(f, "\n  {note}")?;
+        }
+        Ok(())
+    }
+}

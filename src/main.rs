@@ -12,5 +12,6 @@ fn main() -> ExitCode {
             || cause.is::<blackbox::convolution::ConvolveError>()
             || cause.is::<blackbox::eval::paths::EvalError>()
             || cause.is::<blackbox::eval::calls::TruthFileError>()
+            || cause.is::<blackbox::capture::CaptureError>()
     })
 }

@@ -120,17 +120,18 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
     let truncated = ip_payload.incomplete;
     // The payload length the IP header declares, so a snaplen-cut segment still moves
     // the stream on by its real length.
-    let declared = match ip_payload.len_source {
-        etherparse::LenSource::Slice => None,
-        _ => Some(ip_payload_declared_len(net)),
+    let declared = if truncated {
+        ip_payload_declared_len(net)
+    } else {
+        None
     };
     let segment = match &sliced.transport {
         Some(TransportSlice::Tcp(tcp)) => {
             stats.tcp += 1;
             let header = usize::from(tcp.data_offset()) * 4;
-            let wire_len = match (truncated, declared.flatten()) {
-                (true, Some(total)) => total.saturating_sub(header),
-                _ => tcp.payload().len(),
+            let wire_len = match declared {
+                Some(total) => total.saturating_sub(header).max(tcp.payload().len()),
+                None => tcp.payload().len(),
             };
             Segment {
                 from: SocketAddr::new(from_ip, tcp.source_port()),

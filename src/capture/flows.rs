@@ -314,6 +314,22 @@ impl<'a> Flows<'a> {
     fn close(&mut self, flow: (u32, u32), stats: &mut FileStats) {
         if let Some(mut connection) = self.tcp.remove(&flow) {
             if let Some((_, framer)) = &mut connection.framer {
+                // Segments still waiting on a hole: the hole will not be filled now.
+                for (side, direction) in [
+                    (Side::Client, &mut connection.to_server),
+                    (Side::Server, &mut connection.to_client),
+                ] {
+                    while let Some((&distance, _)) = direction.held.iter().next() {
+                        skip_hole(
+                            direction,
+                            framer.as_mut(),
+                            side,
+                            distance,
+                            &mut self.output,
+                            stats,
+                        );
+                    }
+                }
                 framer.close(&mut self.output);
             }
             let protocol = connection
@@ -449,11 +465,7 @@ fn deliver(
         if direction.held.len() > MAX_HELD_SEGMENTS {
             // The hole will not be filled: skip it.
             let (&distance, _) = direction.held.iter().next().expect("not empty");
-            stats.stream_gaps += 1;
-            stats.gap_bytes += u64::from(distance);
-            framer.gap(side, distance as usize, output);
-            direction.next = Some(next.wrapping_add(distance));
-            rebase(direction, distance);
+            skip_hole(direction, framer, side, distance, output, stats);
         }
     } else {
         in_order(
@@ -487,6 +499,27 @@ fn in_order(
     }
     direction.next = Some(seq.wrapping_add(wire_len as u32));
     rebase(direction, wire_len as u32);
+    drain_held(direction, framer, side, output, stats);
+}
+
+/// Gives up on the `distance` bytes before the first held segment, and delivers what
+/// follows them.
+fn skip_hole(
+    direction: &mut Direction,
+    framer: &mut dyn Framer,
+    side: Side,
+    distance: u32,
+    output: &mut Output,
+    stats: &mut FileStats,
+) {
+    if distance > 0 {
+        stats.stream_gaps += 1;
+        stats.gap_bytes += u64::from(distance);
+        framer.gap(side, distance as usize, output);
+        let next = direction.next.expect("set before anything is held");
+        direction.next = Some(next.wrapping_add(distance));
+        rebase(direction, distance);
+    }
     drain_held(direction, framer, side, output, stats);
 }
 
@@ -563,4 +596,133 @@ fn in_order_no_drain(
     }
     direction.next = Some(seq.wrapping_add(wire_len as u32));
     rebase(direction, wire_len as u32);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::decode::TcpFields;
+    use crate::trace::Kind;
+
+    const CLIENT: &str = "10.0.0.1:40000";
+    const SERVER: &str = "10.0.0.2:6379";
+
+    fn segment<'a>(from: &str, to: &str, seq: u32, flags: &str, payload: &'a [u8]) -> Segment<'a> {
+        Segment {
+            from: from.parse().unwrap(),
+            to: to.parse().unwrap(),
+            transport: Transport::Tcp(TcpFields {
+                seq,
+                ack: 0,
+                syn: flags.contains('S'),
+                ack_flag: flags.contains('A'),
+                fin: flags.contains('F'),
+                rst: flags.contains('R'),
+            }),
+            payload,
+            wire_len: payload.len(),
+        }
+    }
+
+    fn run(segments: &[(Nanos, Segment<'_>)]) -> (Vec<(Side, Kind, Nanos)>, FileStats) {
+        let choice = ProtocolChoice::default();
+        let mut flows = Flows::new(&choice);
+        let mut stats = FileStats::default();
+        for (time, s) in segments {
+            flows.segment(*time, s, &mut stats);
+        }
+        let (_, messages) = flows.finish(&mut stats);
+        let got = messages
+            .iter()
+            .map(|m| (m.framed.from, m.framed.kind, m.framed.first))
+            .collect();
+        (got, stats)
+    }
+
+    #[test]
+    fn retransmissions_and_reordering_do_not_change_the_messages() {
+        let get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        let (head, tail) = get.split_at(8);
+        let reply = b"$1\r\nv\r\n";
+        let clean = [
+            (1, segment(CLIENT, SERVER, 100, "S", b"")),
+            (2, segment(SERVER, CLIENT, 900, "SA", b"")),
+            (3, segment(CLIENT, SERVER, 101, "A", head)),
+            (4, segment(CLIENT, SERVER, 109, "A", tail)),
+            (5, segment(SERVER, CLIENT, 901, "A", reply)),
+        ];
+        let (expected, stats) = run(&clean);
+        assert_eq!(
+            expected,
+            vec![
+                (Side::Client, Kind::Call, 3),
+                (Side::Server, Kind::Return, 5)
+            ]
+        );
+        assert_eq!(stats.messages.get("redis"), Some(&2));
+        let messy = [
+            (1, segment(CLIENT, SERVER, 100, "S", b"")),
+            (2, segment(SERVER, CLIENT, 900, "SA", b"")),
+            (3, segment(CLIENT, SERVER, 109, "A", tail)), // ahead of its turn
+            (3, segment(CLIENT, SERVER, 101, "A", head)),
+            (4, segment(CLIENT, SERVER, 101, "A", head)), // retransmitted
+            (5, segment(SERVER, CLIENT, 901, "A", reply)),
+            (6, segment(SERVER, CLIENT, 901, "A", reply)), // retransmitted
+        ];
+        let (got, stats) = run(&messy);
+        assert_eq!(got, expected);
+        assert_eq!(stats.retransmitted_segments, 2);
+        assert_eq!(stats.out_of_order_segments, 1);
+        assert_eq!(stats.flows_without_handshake, 0);
+    }
+
+    #[test]
+    fn without_a_handshake_the_known_port_is_the_server() {
+        let (got, stats) = run(&[
+            (1, segment(SERVER, CLIENT, 900, "A", b"+OK\r\n")),
+            (
+                2,
+                segment(CLIENT, SERVER, 100, "A", b"*1\r\n$4\r\nPING\r\n"),
+            ),
+            (3, segment(SERVER, CLIENT, 905, "A", b"+PONG\r\n")),
+        ]);
+        assert_eq!(stats.flows_without_handshake, 1);
+        // The server's first words answer nothing: a free-form message; then one call.
+        assert_eq!(
+            got,
+            vec![
+                (Side::Server, Kind::Free, 1),
+                (Side::Client, Kind::Call, 2),
+                (Side::Server, Kind::Return, 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_hole_in_the_stream_is_counted_and_the_protocol_finds_its_step_again() {
+        let (got, stats) = run(&[
+            (1, segment(CLIENT, SERVER, 100, "S", b"")),
+            (
+                2,
+                segment(CLIENT, SERVER, 101, "A", b"*1\r\n$4\r\nPING\r\n"),
+            ),
+            (3, segment(SERVER, CLIENT, 901, "A", b"+PONG\r\n")),
+            // 14 bytes of the second request were never captured.
+            (
+                4,
+                segment(CLIENT, SERVER, 115 + 14, "A", b"*1\r\n$4\r\nPING\r\n"),
+            ),
+        ]);
+        assert_eq!(stats.out_of_order_segments, 1);
+        assert_eq!(stats.stream_gaps, 1);
+        assert_eq!(stats.gap_bytes, 14);
+        assert_eq!(
+            got,
+            vec![
+                (Side::Client, Kind::Call, 2),
+                (Side::Server, Kind::Return, 3),
+                (Side::Client, Kind::Call, 4)
+            ]
+        );
+    }
 }

@@ -1,0 +1,242 @@
+//! End-to-end tests of reading packet captures: maketrace writes a trace both as text
+//! and as one capture per host, and `blackbox` must infer the same from either; damaged
+//! and cut-short captures still give what they hold, with the damage named.
+
+use assert_cmd::Command;
+use maketrace::capture::{Container, Payload};
+use maketrace::{config, generate};
+use predicates::prelude::*;
+use rand::SeedableRng;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn blackbox() -> Command {
+    let mut cmd = Command::cargo_bin("blackbox").expect("built");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+/// Generates `seconds` of a config with a network delay, and writes it as a text trace
+/// (`trace.txt`) and as captures (`hosts/`) in `dir`.
+fn generate_both(
+    dir: &Path,
+    config_name: &str,
+    seconds: i64,
+    payload: Payload,
+    container: Container,
+) -> (PathBuf, Vec<PathBuf>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/configs")
+        .join(format!("{config_name}.toml"));
+    let model = config::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let options = generate::Options {
+        start: 1_700_000_000_000_000_000,
+        stop: generate::Stop::Duration(seconds * 1_000_000_000),
+        network: Some((150_000, 30_000)),
+        resolution: 1,
+    };
+    let trace = generate::generate(
+        &model,
+        &options,
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(7),
+    );
+    let text = dir.join("trace.txt");
+    let mut bytes = Vec::new();
+    maketrace::write_text(&trace, &mut bytes).unwrap();
+    std::fs::write(&text, bytes).unwrap();
+    let written =
+        maketrace::capture::write(&trace, &dir.join("hosts"), payload, container).unwrap();
+    (text, written.files)
+}
+
+fn stdout_of(cmd: &mut Command) -> String {
+    let output = cmd.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The assignments with call ids replaced by what they name (sender, receiver, time),
+/// since text traces and captures name calls differently.
+fn assignments_by_time(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    let times: BTreeMap<&str, &str> = rows.iter().map(|r| (r[2], r[3])).collect();
+    let mut out: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let parent_time = times.get(r[6]).copied().unwrap_or("-");
+            format!(
+                "{} {} {} <- {} {} {}",
+                r[0], r[1], r[3], r[4], r[5], parent_time
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn same_inference_from_captures_as_from_text(payload: Payload, container: Container) {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, captures) = generate_both(dir.path(), "multitier", 3, payload, container);
+    assert_eq!(captures.len(), 7, "one capture per host");
+    let text_assignments = dir.path().join("text.tsv");
+    let capture_assignments = dir.path().join("capture.tsv");
+    let from_text = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--assignments"])
+            .arg(&text_assignments)
+            .arg(&text),
+    );
+    let from_captures = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--assignments"])
+            .arg(&capture_assignments)
+            .args(&captures),
+    );
+    assert_eq!(from_text, from_captures);
+    assert!(from_text.contains("client->WS"), "{from_text}");
+    let a = assignments_by_time(&text_assignments);
+    assert!(a.len() > 500, "{} calls", a.len());
+    assert_eq!(a, assignments_by_time(&capture_assignments));
+}
+
+#[test]
+fn http_pcap_gives_the_same_patterns_and_parents_as_the_text_trace() {
+    same_inference_from_captures_as_from_text(Payload::Http, Container::Pcap);
+}
+
+#[test]
+fn onc_rpc_pcapng_gives_the_same_patterns_and_parents_as_the_text_trace() {
+    same_inference_from_captures_as_from_text(Payload::OncRpc, Container::PcapNg);
+}
+
+#[test]
+fn eval_scores_captures_with_the_truth_sidecar_as_it_scores_the_text_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, captures) =
+        generate_both(dir.path(), "multitier", 2, Payload::Http, Container::Pcap);
+    let from_text = stdout_of(blackbox().args(["eval", "-q"]).arg(&text));
+    let from_captures = stdout_of(
+        blackbox()
+            .args(["eval", "-q", "--truth-ids"])
+            .arg(dir.path().join("hosts/truth.tsv"))
+            .args(&captures),
+    );
+    assert_eq!(from_text, from_captures);
+}
+
+#[test]
+fn records_turns_captures_into_a_text_trace_with_both_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, captures) = generate_both(dir.path(), "multitier", 1, Payload::Http, Container::Pcap);
+    let text = stdout_of(blackbox().args(["records", "-q"]).args(&captures));
+    let sent = text.lines().filter(|l| l.contains(" CALL_SENT ")).count();
+    let received = text.lines().filter(|l| l.contains(" CALL_RECV ")).count();
+    assert!(sent > 50);
+    assert_eq!(sent, received, "every call was captured at both hosts");
+    assert!(
+        text.contains(" CALL_SENT client WS"),
+        "nodes named after their hosts"
+    );
+}
+
+/// Cuts every record of a pcap (nanosecond, little-endian) down to `snaplen` bytes.
+fn with_snaplen(pcap: &[u8], snaplen: usize) -> Vec<u8> {
+    let mut out = pcap[..24].to_vec();
+    let mut at = 24;
+    while at + 16 <= pcap.len() {
+        let caplen = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        let kept = caplen.min(snaplen);
+        out.extend_from_slice(&pcap[at..at + 8]);
+        out.extend_from_slice(&(kept as u32).to_le_bytes());
+        out.extend_from_slice(&pcap[at + 12..at + 16]);
+        out.extend_from_slice(&pcap[at + 16..at + 16 + kept]);
+        at += 16 + caplen;
+    }
+    out
+}
+
+#[test]
+fn snaplen_cut_packets_still_give_messages_by_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, captures) =
+        generate_both(dir.path(), "multitier", 2, Payload::Http, Container::Pcap);
+    let cut_dir = dir.path().join("cut");
+    std::fs::create_dir(&cut_dir).unwrap();
+    let mut cut = Vec::new();
+    for capture in &captures {
+        let path = cut_dir.join(capture.file_name().unwrap());
+        std::fs::write(&path, with_snaplen(&std::fs::read(capture).unwrap(), 64)).unwrap();
+        cut.push(path);
+    }
+    let from_text = stdout_of(blackbox().args(["nest", "-q"]).arg(&text));
+    let output = blackbox()
+        .args(["nest", "--protocol", "80=tcp"])
+        .args(&cut)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), from_text);
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("cut short by the snaplen"), "{stderr}");
+}
+
+#[test]
+fn a_cut_off_capture_is_used_up_to_the_cut_and_the_cut_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, captures) = generate_both(dir.path(), "multitier", 1, Payload::Http, Container::Pcap);
+    let victim = captures.iter().find(|p| p.ends_with("DB.pcap")).unwrap();
+    let bytes = std::fs::read(victim).unwrap();
+    std::fs::write(victim, &bytes[..bytes.len() / 2 + 7]).unwrap();
+    blackbox()
+        .arg("nest")
+        .args(&captures)
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::is_match(
+                r"warning: .*DB\.pcap: packet \d+ at byte \d+: the file ends inside a record",
+            )
+            .unwrap(),
+        )
+        .stdout(predicate::str::contains("client->WS"));
+}
+
+#[test]
+fn a_damaged_record_stops_that_file_with_a_warning_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, captures) = generate_both(dir.path(), "multitier", 1, Payload::Http, Container::Pcap);
+    let victim = captures.iter().find(|p| p.ends_with("AUTH.pcap")).unwrap();
+    let mut bytes = std::fs::read(victim).unwrap();
+    // The third record's captured length: absurdly large.
+    let first = 24 + 16 + u32::from_le_bytes(bytes[32..36].try_into().unwrap()) as usize;
+    let second =
+        first + 16 + u32::from_le_bytes(bytes[first + 8..first + 12].try_into().unwrap()) as usize;
+    bytes[second + 8..second + 12].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
+    std::fs::write(victim, bytes).unwrap();
+    blackbox()
+        .arg("nest")
+        .args(&captures)
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::is_match(r"warning: .*AUTH\.pcap: packet 3 at byte \d+: ").unwrap(),
+        );
+}
+
+#[test]
+fn a_file_that_is_no_capture_and_no_trace_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("noise.pcap");
+    std::fs::write(&path, [0xd4u8, 0xc3, 0xb2, 0xa1, 1, 2]).unwrap();
+    blackbox()
+        .arg("nest")
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("noise.pcap"));
+}

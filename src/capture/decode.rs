@@ -193,3 +193,116 @@ fn ip_payload_declared_len(net: &LaxNetSlice<'_>) -> Option<usize> {
         LaxNetSlice::Arp(_) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+
+    fn ip_packet(v6: bool) -> Vec<u8> {
+        let builder = if v6 {
+            PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64)
+        } else {
+            PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        };
+        let builder = builder.tcp(40_000, 80, 1234, 1000).ack(99);
+        let mut bytes = Vec::new();
+        builder
+            .write(&mut bytes, b"GET / HTTP/1.1\r\n\r\n")
+            .unwrap();
+        bytes
+    }
+
+    fn decoded(linktype: Linktype, data: &[u8]) -> Option<(SocketAddr, SocketAddr, usize, u32)> {
+        let frame = Frame {
+            linktype,
+            time: 0,
+            data,
+            wire_len: data.len() as u32,
+            number: 1,
+            offset: 0,
+        };
+        let mut stats = FileStats::default();
+        decode(&frame, &mut stats).map(|s| {
+            let Transport::Tcp(tcp) = s.transport else {
+                panic!("tcp expected")
+            };
+            (s.from, s.to, s.payload.len(), tcp.seq)
+        })
+    }
+
+    #[test]
+    fn every_supported_link_layer_gives_the_same_segment() {
+        for v6 in [false, true] {
+            let ip = ip_packet(v6);
+            let ether_type: u16 = if v6 { 0x86dd } else { 0x0800 };
+            let expected = decoded(Linktype::RAW, &ip).expect("raw IP decodes");
+            assert_eq!(expected.2, 18);
+            assert_eq!(expected.3, 1234);
+            // Ethernet, with and without an 802.1Q tag.
+            let mut ethernet = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+            ethernet.extend_from_slice(&ether_type.to_be_bytes());
+            ethernet.extend_from_slice(&ip);
+            let mut vlan = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x81, 0x00, 0x00, 0x07];
+            vlan.extend_from_slice(&ether_type.to_be_bytes());
+            vlan.extend_from_slice(&ip);
+            // Linux cooked v1 (16 bytes, protocol last) and v2 (20 bytes, protocol first).
+            let mut sll = vec![0u8; 14];
+            sll.extend_from_slice(&ether_type.to_be_bytes());
+            sll.extend_from_slice(&ip);
+            let mut sll2 = ether_type.to_be_bytes().to_vec();
+            sll2.extend_from_slice(&[0u8; 18]);
+            sll2.extend_from_slice(&ip);
+            // BSD loopback: the family in host order (NULL) or network order (LOOP).
+            let family: u32 = if v6 { 30 } else { 2 };
+            let mut null = family.to_le_bytes().to_vec();
+            null.extend_from_slice(&ip);
+            let mut looped = family.to_be_bytes().to_vec();
+            looped.extend_from_slice(&ip);
+            for (linktype, data) in [
+                (Linktype::ETHERNET, ethernet),
+                (Linktype::ETHERNET, vlan),
+                (Linktype::LINUX_SLL, sll),
+                (Linktype::LINUX_SLL2, sll2),
+                (Linktype::NULL, null),
+                (Linktype::LOOP, looped),
+                (if v6 { Linktype::IPV6 } else { Linktype::IPV4 }, ip.clone()),
+            ] {
+                assert_eq!(
+                    decoded(linktype, &data),
+                    Some(expected),
+                    "{linktype:?} v6={v6}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn what_is_not_tcp_or_udp_is_counted_with_its_reason() {
+        let mut stats = FileStats::default();
+        let arp = [0u8; 42];
+        let mut ethernet_arp = arp.to_vec();
+        ethernet_arp[12] = 0x08;
+        ethernet_arp[13] = 0x06;
+        let frames = [
+            (Linktype(147), vec![1u8, 2, 3]),
+            (Linktype::ETHERNET, vec![1u8, 2]),
+            (Linktype::ETHERNET, ethernet_arp),
+        ];
+        for (linktype, data) in &frames {
+            let frame = Frame {
+                linktype: *linktype,
+                time: 0,
+                data,
+                wire_len: data.len() as u32,
+                number: 1,
+                offset: 0,
+            };
+            assert!(decode(&frame, &mut stats).is_none());
+        }
+        let reasons: Vec<&str> = stats.skipped.keys().map(String::as_str).collect();
+        assert_eq!(reasons.len(), 3, "{reasons:?}");
+        assert!(stats.skipped.contains_key("unsupported link type 147"));
+        assert_eq!(stats.skipped.values().sum::<u64>(), 3);
+    }
+}

@@ -136,7 +136,9 @@ pub fn read_frames<R: Read + Send>(
                                     &Frame {
                                         linktype: interface.linktype,
                                         time: ng_time(ticks, interface),
-                                        data: epb.data,
+                                        // The block pads its data to 32 bits.
+                                        data: &epb.data
+                                            [..(epb.caplen as usize).min(epb.data.len())],
                                         wire_len: epb.origlen,
                                         number,
                                         offset,
@@ -234,6 +236,147 @@ fn ng_time(ticks: u64, interface: &Interface) -> Nanos {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pcap_parser::pcapng::*;
+    use pcap_parser::ToVec;
+
+    fn section() -> Vec<u8> {
+        SectionHeaderBlock {
+            block_type: SHB_MAGIC,
+            block_len1: 28,
+            bom: BOM_MAGIC,
+            major_version: 1,
+            minor_version: 0,
+            section_len: -1,
+            options: vec![],
+            block_len2: 28,
+        }
+        .to_vec()
+        .unwrap()
+    }
+
+    fn interface(linktype: Linktype, tsresol: u8, tsoffset: i64) -> Vec<u8> {
+        InterfaceDescriptionBlock {
+            block_type: IDB_MAGIC,
+            block_len1: 0,
+            linktype,
+            reserved: 0,
+            snaplen: 65_535,
+            options: vec![],
+            block_len2: 0,
+            if_tsresol: tsresol,
+            if_tsoffset: tsoffset,
+        }
+        .to_vec()
+        .unwrap()
+    }
+
+    fn packet(if_id: u32, ticks: u64, data: &[u8]) -> Vec<u8> {
+        EnhancedPacketBlock {
+            block_type: EPB_MAGIC,
+            block_len1: 0,
+            if_id,
+            ts_high: (ticks >> 32) as u32,
+            ts_low: ticks as u32,
+            caplen: data.len() as u32,
+            origlen: data.len() as u32 + 100,
+            data,
+            options: vec![],
+            block_len2: 0,
+        }
+        .to_vec()
+        .unwrap()
+    }
+
+    #[test]
+    fn pcapng_interfaces_resolutions_offsets_and_sections() {
+        let mut file = section();
+        file.extend(interface(Linktype::ETHERNET, 6, 0)); // microseconds
+        file.extend(interface(Linktype::RAW, 9, 100)); // nanoseconds, 100 s later
+        file.extend(packet(0, 1_700_000_000_123_456, b"a"));
+        file.extend(packet(1, 1_700_000_000_123_456_789, b"bb"));
+        file.extend(packet(5, 1, b"no such interface"));
+        // A new section forgets the interfaces of the last one.
+        file.extend(section());
+        file.extend(interface(Linktype::LINUX_SLL2, 3, 0)); // milliseconds
+        file.extend(packet(0, 1_700_000_000_001, b"ccc"));
+        let mut stats = FileStats::default();
+        let mut seen = Vec::new();
+        let stopped = read_frames(Path::new("t.pcapng"), &file[..], &mut stats, |f, _| {
+            seen.push((f.linktype, f.time, f.data.to_vec(), f.wire_len, f.number));
+        })
+        .unwrap();
+        assert_eq!(stopped, None);
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    Linktype::ETHERNET,
+                    1_700_000_000_123_456_000,
+                    b"a".to_vec(),
+                    101,
+                    1
+                ),
+                (
+                    Linktype::RAW,
+                    1_700_000_100_123_456_789,
+                    b"bb".to_vec(),
+                    102,
+                    2
+                ),
+                (
+                    Linktype::LINUX_SLL2,
+                    1_700_000_000_001_000_000,
+                    b"ccc".to_vec(),
+                    103,
+                    4
+                ),
+            ]
+        );
+        assert_eq!(
+            stats
+                .skipped
+                .get("packet names an interface never described"),
+            Some(&1)
+        );
+    }
+
+    #[test]
+    fn microsecond_pcap_and_a_cut_in_the_last_record() {
+        let mut file = pcap_parser::PcapHeader::new().to_vec_raw().unwrap();
+        for (i, data) in [b"first".as_slice(), b"second"].into_iter().enumerate() {
+            let record = pcap_parser::LegacyPcapBlock {
+                ts_sec: 1_700_000_000 + i as u32,
+                ts_usec: 250_000,
+                caplen: data.len() as u32,
+                origlen: data.len() as u32,
+                data,
+            };
+            file.extend(record.to_vec_raw().unwrap());
+        }
+        let cut = &file[..file.len() - 3];
+        let mut times = Vec::new();
+        let stopped = read_frames(
+            Path::new("t.pcap"),
+            cut,
+            &mut FileStats::default(),
+            |f, _| times.push(f.time),
+        )
+        .unwrap()
+        .expect("the cut is reported");
+        assert_eq!(times, vec![1_700_000_000_250_000_000]);
+        assert_eq!((stopped.packet, stopped.offset), (2, 24 + 16 + 5));
+    }
+
+    #[test]
+    fn not_a_capture_is_an_error() {
+        for bytes in [&b""[..], b"\x0a\x0d", b"plain text, not a capture at all"] {
+            let result = read_frames(Path::new("x"), bytes, &mut FileStats::default(), |_, _| {});
+            assert!(
+                matches!(result, Err(super::super::CaptureError::NotACapture { .. })),
+                "{bytes:?}"
+            );
+        }
+    }
 
     #[test]
     fn resolutions_convert_exactly() {

@@ -109,6 +109,8 @@ pub struct HostCapture {
     pub stopped: Option<file::Stopped>,
     /// The capturing host's own addresses, as far as the traffic tells.
     pub local: BTreeSet<IpAddr>,
+    /// Packets per address pair, from which `local` is decided.
+    pairs: BTreeMap<(IpAddr, IpAddr), u64>,
     endpoints: Vec<SocketAddr>,
     messages: Vec<CaptureMessage>,
 }
@@ -150,25 +152,57 @@ pub fn read_capture<R: Read + Send>(
         }
     })?;
     let (endpoints, messages) = flows.finish(&mut stats);
+    let pairs: BTreeMap<(IpAddr, IpAddr), u64> = pairs.into_iter().collect();
     Ok(HostCapture {
         path: path.to_path_buf(),
         host,
         stats,
         stopped,
-        local: local_addresses(&pairs),
+        local: local_addresses(&pairs, &BTreeSet::new()).0,
+        pairs,
         endpoints,
         messages,
     })
+}
+
+/// Decides every capture's own addresses together. A host that talks to one peer only
+/// (a cache behind one application server) sees that peer in exactly as many packets as
+/// itself; the tie is broken by the other captures: the peer is the one another capture
+/// shows, unambiguously, to be its own.
+pub fn decide_local_addresses(captures: &mut [HostCapture]) {
+    let first: Vec<(BTreeSet<IpAddr>, bool)> = captures
+        .iter()
+        .map(|c| local_addresses(&c.pairs, &BTreeSet::new()))
+        .collect();
+    for (index, capture) in captures.iter_mut().enumerate() {
+        if !first[index].1 {
+            capture.local = first[index].0.clone();
+            continue;
+        }
+        let claimed: BTreeSet<IpAddr> = first
+            .iter()
+            .enumerate()
+            .filter(|&(other, (_, tied))| other != index && !tied)
+            .flat_map(|(_, (local, _))| local.iter().copied())
+            .collect();
+        capture.local = local_addresses(&capture.pairs, &claimed).0;
+    }
 }
 
 /// The capturing host's addresses: the fewest addresses that are an end of nearly every
 /// packet (greedy cover of the address pairs, stopping when what is left is under 1%).
 /// A capture on one host gives its address; a capture of a whole network (a mirror
 /// port) gives many.
-fn local_addresses(pairs: &HashMap<(IpAddr, IpAddr), u64>) -> BTreeSet<IpAddr> {
+///
+/// Returns the addresses and whether the first choice was a tie; ties go to addresses
+/// not in `claimed`, then to the lowest address.
+fn local_addresses(
+    pairs: &BTreeMap<(IpAddr, IpAddr), u64>,
+    claimed: &BTreeSet<IpAddr>,
+) -> (BTreeSet<IpAddr>, bool) {
     let total: u64 = pairs.values().sum();
-    let mut sorted: Vec<(&(IpAddr, IpAddr), &u64)> = pairs.iter().collect();
-    sorted.sort_unstable();
+    let sorted: Vec<(&(IpAddr, IpAddr), &u64)> = pairs.iter().collect();
+    let mut tied = false;
     let mut local = BTreeSet::new();
     let mut uncovered = total;
     while uncovered * 100 > total {
@@ -182,17 +216,22 @@ fn local_addresses(pairs: &HashMap<(IpAddr, IpAddr), u64>) -> BTreeSet<IpAddr> {
                 *counts.entry(b).or_default() += n;
             }
         }
-        // Most packets first; ties to the lowest address, so the choice is repeatable.
-        let Some((&best, &covered)) = counts
-            .iter()
-            .max_by(|x, y| x.1.cmp(y.1).then_with(|| y.0.cmp(x.0)))
-        else {
+        // Most packets first; ties to an unclaimed address, then to the lowest, so the
+        // choice is repeatable.
+        let Some((&best, &covered)) = counts.iter().max_by(|x, y| {
+            x.1.cmp(y.1)
+                .then_with(|| claimed.contains(y.0).cmp(&claimed.contains(x.0)))
+                .then_with(|| y.0.cmp(x.0))
+        }) else {
             break;
         };
+        if local.is_empty() {
+            tied = counts.values().filter(|&&n| n == covered).count() > 1;
+        }
         local.insert(best);
         uncovered -= covered;
     }
-    local
+    (local, tied)
 }
 
 /// Reads every capture (in parallel), names the nodes, and adds every message end to
@@ -202,7 +241,7 @@ pub fn read_captures(
     options: &CaptureOptions,
     builder: &mut TraceBuilder,
 ) -> Result<Vec<HostCapture>, CaptureError> {
-    let captures: Vec<HostCapture> = paths
+    let mut captures: Vec<HostCapture> = paths
         .par_iter()
         .map(|path| {
             let file = std::fs::File::open(path).map_err(|source| CaptureError::Io {
@@ -213,6 +252,7 @@ pub fn read_captures(
             read_capture(path, host_name(path, options), input, options)
         })
         .collect::<Result<_, _>>()?;
+    decide_local_addresses(&mut captures);
     add_to_trace(&captures, options, builder);
     Ok(captures)
 }

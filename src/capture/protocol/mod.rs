@@ -212,7 +212,7 @@ impl ProtocolName {
         match self {
             ProtocolName::Http => http::looks_like_request(first),
             ProtocolName::Redis => resp::looks_like_request(first),
-            ProtocolName::Postgres => postgres::looks_like_startup(first),
+            ProtocolName::Postgres => postgres::looks_like_client(first),
             ProtocolName::OncRpc => onc_rpc::looks_like_call_record(first),
             ProtocolName::Dns => first.len() >= 14,
             ProtocolName::Tcp | ProtocolName::Udp | ProtocolName::Stream => true,

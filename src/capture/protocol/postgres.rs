@@ -12,8 +12,20 @@ const CANCEL_REQUEST: u32 = 80_877_102;
 /// Longest message accepted (the server's own limit is 1 GiB).
 const MAX_MESSAGE: usize = 1 << 30;
 
-/// Whether bytes start like a PostgreSQL client's first message.
-pub fn looks_like_startup(bytes: &[u8]) -> bool {
+/// Whether bytes start like a PostgreSQL client's first message, or (for a connection
+/// whose start was not captured) like a query.
+pub fn looks_like_client(bytes: &[u8]) -> bool {
+    looks_like_startup(bytes) || looks_like_query(bytes)
+}
+
+fn looks_like_query(bytes: &[u8]) -> bool {
+    matches!(bytes.first(), Some(b'Q' | b'P'))
+        && matches!(typed_len(bytes), Ok(Some(_)) | Ok(None))
+        && bytes.len() >= 5
+        && u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) < 1 << 20
+}
+
+fn looks_like_startup(bytes: &[u8]) -> bool {
     if bytes.len() < 8 {
         return false;
     }
@@ -56,6 +68,11 @@ impl Protocol for Postgres {
                     return Step::NeedMore;
                 }
                 if !looks_like_startup(bytes) {
+                    if looks_like_query(bytes) {
+                        // The capture began after the startup: the session is running.
+                        self.started = true;
+                        return self.next(from, bytes);
+                    }
                     return Step::Invalid;
                 }
                 let len = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Builds the shop, a small real multi-tier system, on this machine and captures one
+# packet capture per host into this directory (see README.md for what it is).
+#
+# Hosts are network namespaces joined by a bridge; the servers are Debian's nginx,
+# Redis and PostgreSQL with a small Python application tier between them. Needs root;
+# installs what it needs. Usage: traces/shop/capture.sh [SECONDS_OF_LOAD] [CLIENT_THREADS]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+load_seconds=${1:-15}
+threads=${2:-4}
+[ "$(id -u)" = 0 ] || { echo "capture.sh: needs root (network namespaces)" >&2; exit 2; }
+
+if ! command -v nginx >/dev/null || ! command -v redis-server >/dev/null \
+    || ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 \
+    || ! command -v tcpdump >/dev/null || ! command -v dumpcap >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        nginx-light redis-server postgresql tcpdump tshark python3-venv >/dev/null
+fi
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+venv=${TMPDIR:-/tmp}/shop-venv
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q redis psycopg2-binary
+fi
+
+work=$(mktemp -d)
+chmod 755 "$work"
+declare -A address=([client]=10.77.0.10 [web]=10.77.0.20 [app]=10.77.0.30
+                    [cache]=10.77.0.40 [db]=10.77.0.50)
+hosts=(client web app cache db)
+pids=()
+
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    sleep 1
+    for host in "${hosts[@]}"; do ip netns del "shop-$host" 2>/dev/null || true; done
+    ip link del shop-br 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+ip link add shop-br type bridge
+ip link set shop-br up
+for host in "${hosts[@]}"; do
+    ip netns add "shop-$host"
+    ip link add "shop-$host" type veth peer name eth0 netns "shop-$host"
+    ip link set "shop-$host" master shop-br up
+    ip -n "shop-$host" addr add "${address[$host]}/24" dev eth0
+    ip -n "shop-$host" link set eth0 up
+    ip -n "shop-$host" link set lo up
+done
+on() { local host=$1; shift; ip netns exec "shop-$host" "$@"; }
+
+# Database: a throwaway cluster that trusts the shop's network.
+mkdir -p "$work/pg" "$work/pgsock"
+chown postgres "$work/pg" "$work/pgsock"
+su postgres -s /bin/sh -c "$pgbin/initdb -A trust -D $work/pg" >/dev/null
+echo "host all all 10.77.0.0/24 trust" >> "$work/pg/pg_hba.conf"
+on db su postgres -s /bin/sh -c "exec $pgbin/postgres -D $work/pg -k $work/pgsock \
+    -c listen_addresses=${address[db]} -c fsync=off" >"$work/pg.log" 2>&1 &
+pids+=($!)
+until su postgres -s /bin/sh -c "$pgbin/pg_isready -q -h $work/pgsock"; do sleep 0.2; done
+psql() { su postgres -s /bin/sh -c "psql -q -h $work/pgsock $*"; }
+psql "-c 'CREATE ROLE shop LOGIN'"
+psql "-c 'CREATE DATABASE shop OWNER shop'"
+psql "-U shop shop -c 'CREATE TABLE items (id int PRIMARY KEY, name text);
+    CREATE TABLE orders (id serial PRIMARY KEY, item int, at timestamptz DEFAULT now());
+    INSERT INTO items SELECT i, md5(i::text) FROM generate_series(1, 40) i;'"
+
+# Cache.
+on cache redis-server --bind "${address[cache]}" --port 6379 --save "" --appendonly no \
+    --protected-mode no >"$work/redis.log" 2>&1 &
+pids+=($!)
+
+# Application tier.
+on app "$venv/bin/python" "$here/app.py" "${address[app]}:8080" "${address[cache]}" \
+    "${address[db]}" >"$work/app.log" 2>&1 &
+pids+=($!)
+
+# Web tier: nginx as a reverse proxy with keep-alive connections to the application.
+cat > "$work/nginx.conf" <<CONF
+user root;
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events {}
+http {
+    access_log off;
+    client_body_temp_path $work/nginx-body;
+    proxy_temp_path $work/nginx-proxy;
+    upstream app { server ${address[app]}:8080; keepalive 8; }
+    server {
+        listen ${address[web]}:80;
+        location / {
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+CONF
+on web nginx -c "$work/nginx.conf" &
+pids+=($!)
+
+for _ in $(seq 50); do
+    on client python3 -c "import urllib.request as u; u.urlopen('http://${address[web]}/item/1', timeout=1)" \
+        2>/dev/null && break
+    sleep 0.2
+done
+
+# One capture per host, as its owner would take it: tcpdump on most, dumpcap's pcapng
+# on the database host, and the client's on every interface (Linux cooked v2 headers).
+rm -f "$here"/*.pcap "$here"/*.pcapng
+capture_pids=()
+for host in web app cache; do
+    on "$host" tcpdump -q -n -s 0 -U -i eth0 -w "$here/$host.pcap" 2>/dev/null &
+    capture_pids+=($!)
+done
+on client tcpdump -q -n -s 0 -U -i any -w "$here/client.pcap" 2>/dev/null &
+capture_pids+=($!)
+on db dumpcap -q -i eth0 -w "$here/db.pcapng" 2>/dev/null &
+capture_pids+=($!)
+sleep 1
+
+on client python3 "$here/load.py" "${address[web]}" "$load_seconds" "$threads"
+
+sleep 1
+for pid in "${capture_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+wait "${capture_pids[@]}" 2>/dev/null || true
+ls -l "$here"/*.pcap "$here"/*.pcapng

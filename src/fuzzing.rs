@@ -46,3 +46,65 @@ pub fn mbox(data: &[u8]) {
     let mut written = Vec::new();
     text::write(&trace, &mut written).expect("writing to memory cannot fail");
 }
+
+/// Reads `data` as a packet capture (of the host `fuzz`) and, if it is one, builds the
+/// trace and nests it. Panics only on a bug.
+pub fn capture(data: &[u8]) {
+    use crate::capture::{add_to_trace, read_capture, CaptureOptions};
+    let options = CaptureOptions::default();
+    let Ok(capture) = read_capture(Path::new("fuzz.pcap"), "fuzz".into(), data, &options) else {
+        return;
+    };
+    assert!(capture.stats.tcp + capture.stats.udp <= capture.stats.packets);
+    let mut builder = TraceBuilder::new();
+    add_to_trace(&[capture], &options, &mut builder);
+    let trace = builder.finish();
+    let _ = nest(&trace, &NestOptions::default());
+}
+
+/// Feeds `data` to every protocol's framer as a conversation: each byte below 0x20
+/// switches the sending side or cuts a segment, a byte 0x1f reports lost bytes, and
+/// the rest is payload; the same pieces go to the UDP framers as datagrams. Panics
+/// only on a bug.
+pub fn protocols(data: &[u8]) {
+    use crate::capture::protocol::udp::UdpPair;
+    use crate::capture::protocol::{Chunk, Output, ProtocolName, Side};
+    for protocol in ProtocolName::ALL {
+        let mut framer = protocol.tcp_framer();
+        let mut datagrams = UdpPair::new(protocol);
+        let mut out = Output::default();
+        let mut side = Side::Client;
+        let mut seq = [0u32; 2];
+        let mut time = 0;
+        for piece in data.split(|&b| b < 0x20) {
+            time += 1_000;
+            let index = side as usize;
+            framer.data(
+                side,
+                Chunk {
+                    time,
+                    seq: seq[index],
+                    bytes: piece,
+                },
+                &mut out,
+            );
+            datagrams.datagram(side, time, piece, &mut out);
+            seq[index] = seq[index].wrapping_add(piece.len() as u32);
+            if piece.len() % 7 == 3 {
+                framer.gap(side, 5, &mut out);
+                seq[index] = seq[index].wrapping_add(5);
+            }
+            if piece.len() % 2 == 1 {
+                side = match side {
+                    Side::Client => Side::Server,
+                    Side::Server => Side::Client,
+                };
+            }
+        }
+        framer.close(&mut out);
+        datagrams.close(&mut out);
+        for message in &out.messages {
+            assert!(message.first <= message.last);
+        }
+    }
+}

@@ -240,3 +240,58 @@ fn a_file_that_is_no_capture_and_no_trace_is_an_error_naming_it() {
         .code(2)
         .stderr(predicate::str::contains("noise.pcap"));
 }
+
+#[test]
+fn the_shipped_shop_captures_pair_every_message_and_show_the_true_patterns() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
+    let mut captures: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    captures.sort();
+    assert_eq!(captures.len(), 5);
+    let output = blackbox()
+        .args(["nest", "--top", "5"])
+        .args(&captures)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("6720 seen at both ends, 0 at the sender only, 0 at the receiver only"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("0 unmatched calls, 0 unmatched returns"),
+        "{stderr}"
+    );
+    for (host, protocol) in [
+        (
+            "client.pcap (host client, own address 10.77.0.10)",
+            "http 1914",
+        ),
+        (
+            "cache.pcap (host cache, own address 10.77.0.40)",
+            "redis 2166",
+        ),
+        (
+            "db.pcapng (host db, own address 10.77.0.50)",
+            "postgres 726",
+        ),
+    ] {
+        let line = stderr
+            .lines()
+            .find(|l| l.contains(host))
+            .unwrap_or_else(|| panic!("{stderr}"));
+        assert!(line.contains(protocol), "{line}");
+    }
+    let table = String::from_utf8(output.stdout).unwrap();
+    for pattern in [
+        "client->web(app(cache))",
+        "client->web(app(db,cache))",
+        "client->web(app(cache,db,cache))",
+    ] {
+        assert!(table.contains(pattern), "{pattern} missing from\n{table}");
+    }
+}

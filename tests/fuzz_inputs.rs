@@ -60,3 +60,76 @@ proptest! {
         blackbox::fuzzing::text_trace(lines.concat().as_bytes());
     }
 }
+
+/// A small real capture (the start of the shop's cache host) to damage.
+fn shop_capture() -> Vec<u8> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/shop/cache.pcap");
+    let mut bytes = std::fs::read(path).expect("traces/shop ships with the project");
+    bytes.truncate(20_000);
+    bytes
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 120, ..ProptestConfig::default() })]
+
+    #[test]
+    fn damaged_captures_never_panic(
+        flips in prop::collection::vec((24usize..20_000, any::<u8>()), 0..40),
+        cut in 0usize..20_000,
+    ) {
+        let mut bytes = shop_capture();
+        for (at, value) in flips {
+            bytes[at] = value;
+        }
+        bytes.truncate(cut.max(24));
+        blackbox::fuzzing::capture(&bytes);
+    }
+
+    #[test]
+    fn arbitrary_captures_never_panic(data in prop::collection::vec(any::<u8>(), 0..600)) {
+        // Half the cases start with a valid pcap or pcapng magic, to get past the header.
+        let mut bytes = if data.first().is_some_and(|b| b % 2 == 0) {
+            vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0]
+        } else {
+            Vec::new()
+        };
+        bytes.extend_from_slice(&data);
+        blackbox::fuzzing::capture(&bytes);
+    }
+
+    #[test]
+    fn arbitrary_conversations_never_panic(data in prop::collection::vec(any::<u8>(), 0..600)) {
+        blackbox::fuzzing::protocols(&data);
+    }
+
+    #[test]
+    fn nearly_valid_conversations_never_panic(pieces in prop::collection::vec(prop_oneof![
+        Just("GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc".to_string()),
+        Just("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_string()),
+        "[0-9a-f]{1,3}\r\n[a-z]{0,5}\r\n",
+        "\\*[0-9]\r\n\\$[0-9]\r\n[A-Z]{0,4}\r\n",
+        "[+:$*%-][0-9a-z]{0,4}\r\n",
+        "[QZSPB\x00-\x08]{1,4}[a-z]{0,6}",
+    ], 0..30)) {
+        blackbox::fuzzing::protocols(pieces.join("\x01").as_bytes());
+    }
+}
+
+/// Inputs the fuzzers once crashed on, kept so the bugs stay fixed.
+#[test]
+fn inputs_that_once_crashed_the_fuzzers_do_not_panic() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fuzz");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        match name.split('-').next().unwrap() {
+            "capture" => blackbox::fuzzing::capture(&data),
+            "protocols" => blackbox::fuzzing::protocols(&data),
+            other => panic!("{name}: no fuzz target called {other}"),
+        }
+        seen += 1;
+    }
+    assert!(seen >= 1);
+}

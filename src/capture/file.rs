@@ -217,20 +217,17 @@ fn short_error(e: &PcapError<&[u8]>) -> String {
 }
 
 /// `ticks` in `units` per second, as nanoseconds; exact for the usual resolutions.
+/// Times beyond the year 2262 (a damaged file) saturate instead of wrapping.
 fn to_nanos(ticks: u64, units: u64) -> Nanos {
-    if units == 1_000_000_000 {
-        ticks as Nanos
-    } else if units < 1_000_000_000 && 1_000_000_000 % units == 0 {
-        (ticks * (1_000_000_000 / units)) as Nanos
-    } else {
-        (u128::from(ticks) * 1_000_000_000 / u128::from(units)) as Nanos
-    }
+    let nanos = u128::from(ticks) * 1_000_000_000 / u128::from(units.max(1));
+    nanos.min(Nanos::MAX as u128) as Nanos
 }
 
 fn ng_time(ticks: u64, interface: &Interface) -> Nanos {
     let units = interface.units_per_second.max(1);
-    let seconds = (ticks / units) as i64 + interface.offset_seconds;
-    seconds * 1_000_000_000 + to_nanos(ticks % units, units)
+    let seconds = i128::from(ticks / units) + i128::from(interface.offset_seconds);
+    let nanos = seconds * 1_000_000_000 + i128::from(to_nanos(ticks % units, units));
+    nanos.clamp(i128::from(Nanos::MIN + 1), i128::from(Nanos::MAX)) as Nanos
 }
 
 #[cfg(test)]

@@ -78,6 +78,8 @@ struct UdpEntry {
 pub struct Flows<'a> {
     choice: &'a ProtocolChoice,
     endpoint_ids: HashMap<SocketAddr, u32>,
+    recent: [(SocketAddr, u32); 4],
+    next_recent: usize,
     /// Every endpoint seen, by index.
     pub endpoints: Vec<SocketAddr>,
     tcp: HashMap<(u32, u32), Connection>,
@@ -97,6 +99,8 @@ impl<'a> Flows<'a> {
         Flows {
             choice,
             endpoint_ids: HashMap::new(),
+            recent: [(SocketAddr::from(([0, 0, 0, 0], 0)), u32::MAX); 4],
+            next_recent: 0,
             endpoints: Vec::new(),
             tcp: HashMap::new(),
             udp: HashMap::new(),
@@ -106,6 +110,17 @@ impl<'a> Flows<'a> {
     }
 
     fn endpoint(&mut self, address: SocketAddr) -> u32 {
+        // Consecutive packets mostly belong to a few connections: look there first.
+        if let Some(&(_, id)) = self.recent.iter().find(|(a, _)| *a == address) {
+            return id;
+        }
+        let id = self.endpoint_id(address);
+        self.recent[self.next_recent] = (address, id);
+        self.next_recent = (self.next_recent + 1) % self.recent.len();
+        id
+    }
+
+    fn endpoint_id(&mut self, address: SocketAddr) -> u32 {
         let next = self.endpoints.len() as u32;
         *self.endpoint_ids.entry(address).or_insert_with(|| {
             self.endpoints.push(address);

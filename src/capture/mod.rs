@@ -143,14 +143,28 @@ pub fn read_capture<R: Read + Send>(
     // Packets per address pair: which addresses are the host's own is decided from
     // these once the whole file is read.
     let mut pairs: HashMap<(IpAddr, IpAddr), u64> = HashMap::new();
+    // Runs of packets between the same two addresses are counted before they are
+    // hashed: a host's capture is mostly long runs.
+    let mut run: Option<((IpAddr, IpAddr), u64)> = None;
     let stopped = file::read_frames(path, input, &mut stats, |frame, stats| {
         stats.packets += 1;
         if let Some(segment) = decode::decode(frame, stats) {
             let (a, b) = (segment.from.ip(), segment.to.ip());
-            *pairs.entry((a.min(b), a.max(b))).or_default() += 1;
+            let pair = (a.min(b), a.max(b));
+            match &mut run {
+                Some((current, n)) if *current == pair => *n += 1,
+                _ => {
+                    if let Some((done, n)) = run.replace((pair, 1)) {
+                        *pairs.entry(done).or_default() += n;
+                    }
+                }
+            }
             flows.segment(frame.time, &segment, stats);
         }
     })?;
+    if let Some((done, n)) = run {
+        *pairs.entry(done).or_default() += n;
+    }
     let (endpoints, messages) = flows.finish(&mut stats);
     let pairs: BTreeMap<(IpAddr, IpAddr), u64> = pairs.into_iter().collect();
     Ok(HostCapture {
@@ -248,8 +262,8 @@ pub fn read_captures(
                 path: path.clone(),
                 source,
             })?;
-            let input = std::io::BufReader::with_capacity(1 << 20, file);
-            read_capture(path, host_name(path, options), input, options)
+            // No BufReader: the capture reader reads in blocks of megabytes itself.
+            read_capture(path, host_name(path, options), file, options)
         })
         .collect::<Result<_, _>>()?;
     decide_local_addresses(&mut captures);

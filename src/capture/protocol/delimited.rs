@@ -17,6 +17,18 @@ struct Pending {
     arrivals: VecDeque<(usize, Nanos)>,
     /// Waiting for a segment that could start a message, after lost bytes.
     lost: bool,
+    /// A message whose length is known but whose last bytes have not arrived: they are
+    /// counted off as they come instead of being buffered.
+    tail: Option<Tail>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    rest: usize,
+    meaning: Meaning,
+    seq: u32,
+    first: Nanos,
+    last: Nanos,
 }
 
 impl Pending {
@@ -90,8 +102,22 @@ impl<P: Protocol> Delimited<P> {
                     self.lose(from);
                     return;
                 }
+                Step::Message { len, meaning } if len > pending.bytes.len() => {
+                    let buffered = pending.bytes.len();
+                    let tail = Tail {
+                        rest: len - buffered,
+                        meaning,
+                        seq: pending.seq,
+                        first: pending.time_at(0),
+                        last: pending.time_at(buffered - 1),
+                    };
+                    let pending = self.side(from);
+                    pending.consume(buffered);
+                    pending.tail = Some(tail);
+                    return;
+                }
                 Step::Message { len, meaning } => {
-                    let len = len.clamp(1, pending.bytes.len());
+                    let len = len.max(1);
                     let first = pending.time_at(0);
                     let last = pending.time_at(len - 1);
                     let seq = pending.seq;
@@ -100,6 +126,45 @@ impl<P: Protocol> Delimited<P> {
                 }
             }
         }
+    }
+
+    /// Cuts messages from a segment when nothing is buffered; returns what is left to
+    /// buffer, if anything.
+    fn cut_unbuffered<'c>(
+        &mut self,
+        from: Side,
+        mut chunk: Chunk<'c>,
+        out: &mut Output,
+    ) -> Option<Chunk<'c>> {
+        while !chunk.bytes.is_empty() {
+            match self.protocol.next(from, chunk.bytes) {
+                Step::NeedMore => return Some(chunk),
+                Step::Invalid => {
+                    out.problems
+                        .push("bytes that do not parse as the connection's protocol");
+                    self.lose(from);
+                    return None;
+                }
+                Step::Message { len, meaning } if len > chunk.bytes.len() => {
+                    self.side(from).tail = Some(Tail {
+                        rest: len - chunk.bytes.len(),
+                        meaning,
+                        seq: chunk.seq,
+                        first: chunk.time,
+                        last: chunk.time,
+                    });
+                    self.side(from).seq = chunk.seq.wrapping_add(chunk.bytes.len() as u32);
+                    return None;
+                }
+                Step::Message { len, meaning } => {
+                    let len = len.max(1);
+                    self.emit(from, meaning, chunk.seq, chunk.time, chunk.time, out);
+                    chunk.bytes = &chunk.bytes[len..];
+                    chunk.seq = chunk.seq.wrapping_add(len as u32);
+                }
+            }
+        }
+        None
     }
 
     fn emit(
@@ -151,8 +216,10 @@ impl<P: Protocol> Delimited<P> {
     }
 
     fn lose(&mut self, from: Side) {
+        self.protocol.reset(from);
         let pending = self.side(from);
         pending.clear();
+        pending.tail = None;
         pending.lost = true;
         // Replies can no longer be matched by order: whatever was open stays unanswered.
         self.in_order.clear();
@@ -160,7 +227,23 @@ impl<P: Protocol> Delimited<P> {
 }
 
 impl<P: Protocol> Framer for Delimited<P> {
-    fn data(&mut self, from: Side, chunk: Chunk<'_>, out: &mut Output) {
+    fn data(&mut self, from: Side, mut chunk: Chunk<'_>, out: &mut Output) {
+        if let Some(mut tail) = self.side(from).tail.take() {
+            let taken = tail.rest.min(chunk.bytes.len());
+            tail.rest -= taken;
+            tail.last = chunk.time;
+            if tail.rest > 0 {
+                self.side(from).tail = Some(tail);
+                return;
+            }
+            self.emit(from, tail.meaning, tail.seq, tail.first, tail.last, out);
+            chunk.bytes = &chunk.bytes[taken..];
+            chunk.seq = chunk.seq.wrapping_add(taken as u32);
+            self.side(from).seq = chunk.seq;
+            if chunk.bytes.is_empty() {
+                return;
+            }
+        }
         let protocol = &self.protocol;
         let pending = match from {
             Side::Client => &mut self.client,
@@ -173,7 +256,17 @@ impl<P: Protocol> Framer for Delimited<P> {
             pending.lost = false;
         }
         if pending.bytes.is_empty() {
+            // Nothing buffered: cut whole messages straight from the segment, and buffer
+            // only what is left of an unfinished one.
+            chunk = match self.cut_unbuffered(from, chunk, out) {
+                Some(rest) => rest,
+                None => return,
+            };
+            let pending = self.side(from);
             pending.seq = chunk.seq;
+            pending.arrivals.push_back((0, chunk.time));
+            pending.bytes.extend_from_slice(chunk.bytes);
+            return;
         }
         pending
             .arrivals
@@ -182,7 +275,21 @@ impl<P: Protocol> Framer for Delimited<P> {
         self.cut(from, out);
     }
 
-    fn gap(&mut self, from: Side, _bytes: usize, out: &mut Output) {
+    fn gap(&mut self, from: Side, bytes: usize, out: &mut Output) {
+        let pending = self.side(from);
+        if let Some(tail) = &mut pending.tail {
+            if bytes <= tail.rest {
+                // Lost bytes inside a message of known length: nothing is out of step.
+                tail.rest -= bytes;
+                if tail.rest == 0 {
+                    let tail = pending.tail.take().expect("checked");
+                    self.emit(from, tail.meaning, tail.seq, tail.first, tail.last, out);
+                    let pending = self.side(from);
+                    pending.seq = pending.seq.wrapping_add(bytes as u32);
+                }
+                return;
+            }
+        }
         if !self.side(from).lost {
             out.problems.push("protocol out of step after lost bytes");
             self.lose(from);
@@ -191,6 +298,15 @@ impl<P: Protocol> Framer for Delimited<P> {
 
     fn close(&mut self, out: &mut Output) {
         for from in [Side::Client, Side::Server] {
+            let pending = match from {
+                Side::Client => &self.client,
+                Side::Server => &self.server,
+            };
+            if pending.tail.is_some() {
+                out.problems
+                    .push("incomplete message at the end of a connection");
+                self.side(from).tail = None;
+            }
             let pending = match from {
                 Side::Client => &self.client,
                 Side::Server => &self.server,

@@ -29,13 +29,18 @@ fn looks_like_response(bytes: &[u8]) -> bool {
     bytes.starts_with(b"HTTP/1.")
 }
 
-/// HTTP/1.x framing state: whether each open request's response has a body.
+/// HTTP/1.x framing state: whether each open request's response has a body, and the
+/// head of a message whose body is still arriving (so it is parsed once, not once per
+/// segment).
 #[derive(Debug, Default)]
 pub struct Http {
     /// For each request not yet answered, in order: was it a HEAD request?
     open_heads: VecDeque<bool>,
+    /// Per side (client, server): the parsed head of the message under way.
+    heads: [Option<(usize, Body, Meaning)>; 2],
 }
 
+#[derive(Debug, Clone, Copy)]
 enum Body {
     None,
     Length(usize),
@@ -50,11 +55,8 @@ struct Head {
 }
 
 fn parse_head(bytes: &[u8]) -> Result<Option<Head>, ()> {
-    let end = match bytes
-        .windows(4)
-        .take(MAX_HEAD)
-        .position(|w| w == b"\r\n\r\n")
-    {
+    let window = &bytes[..bytes.len().min(MAX_HEAD)];
+    let end = match memchr::memmem::find(window, b"\r\n\r\n") {
         Some(i) => i + 4,
         None if bytes.len() >= MAX_HEAD => return Err(()),
         None => return Ok(None),
@@ -120,9 +122,9 @@ fn chunked_len(bytes: &[u8]) -> Result<Option<usize>, ()> {
 fn with_body(head_len: usize, body: Body, bytes: &[u8], meaning: Meaning) -> Step {
     let len = match body {
         Body::None => head_len,
+        // The length is known from the head: the body need not be buffered.
         Body::Length(n) => match head_len.checked_add(n) {
-            Some(total) if total <= bytes.len() => total,
-            Some(_) => return Step::NeedMore,
+            Some(total) => total,
             None => return Step::Invalid,
         },
         Body::Chunked => match chunked_len(&bytes[head_len..]) {
@@ -135,35 +137,33 @@ fn with_body(head_len: usize, body: Body, bytes: &[u8], meaning: Meaning) -> Ste
     Step::Message { len, meaning }
 }
 
-impl Protocol for Http {
-    fn next(&mut self, from: Side, bytes: &[u8]) -> Step {
+impl Http {
+    /// The head of the message at the start of `bytes`: its length, body and meaning.
+    fn head(&mut self, from: Side, bytes: &[u8]) -> Result<Option<(usize, Body, Meaning)>, ()> {
+        if let Some(head) = self.heads[from as usize] {
+            return Ok(Some(head));
+        }
         let starts = match from {
             Side::Client => looks_like_request(bytes),
             Side::Server => looks_like_response(bytes),
         };
         if !starts && bytes.len() >= 8 {
-            return Step::Invalid;
+            return Err(());
         }
-        let head = match parse_head(bytes) {
-            Ok(Some(head)) => head,
-            Ok(None) => return Step::NeedMore,
-            Err(()) => return Step::Invalid,
+        let Some(head) = parse_head(bytes)? else {
+            return Ok(None);
         };
         if !starts {
-            return Step::Invalid;
+            return Err(());
         }
-        match from {
+        let parsed = match from {
             Side::Client => {
                 let body = if head.chunked {
                     Body::Chunked
                 } else {
                     head.content_length.map_or(Body::None, Body::Length)
                 };
-                let step = with_body(head.len, body, bytes, Meaning::Request(None));
-                if matches!(step, Step::Message { .. }) {
-                    self.open_heads.push_back(bytes.starts_with(b"HEAD "));
-                }
-                step
+                (head.len, body, Meaning::Request(None))
             }
             Side::Server => {
                 let status: u16 = bytes
@@ -172,34 +172,57 @@ impl Protocol for Http {
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0);
                 if (100..200).contains(&status) && status != 101 {
-                    return Step::Message {
-                        len: head.len,
-                        meaning: Meaning::Housekeeping,
-                    };
-                }
-                let to_head = self.open_heads.front().copied().unwrap_or(false);
-                let body = if to_head || status == 204 || status == 304 || status == 101 {
-                    Body::None
-                } else if head.chunked {
-                    Body::Chunked
+                    (head.len, Body::None, Meaning::Housekeeping)
                 } else {
-                    head.content_length.map_or(Body::UntilClose, Body::Length)
-                };
-                let step = with_body(head.len, body, bytes, Meaning::Reply(None));
-                if matches!(step, Step::Message { .. }) {
+                    let to_head = self.open_heads.front().copied().unwrap_or(false);
+                    let body = if to_head || status == 204 || status == 304 || status == 101 {
+                        Body::None
+                    } else if head.chunked {
+                        Body::Chunked
+                    } else {
+                        head.content_length.map_or(Body::UntilClose, Body::Length)
+                    };
+                    (head.len, body, Meaning::Reply(None))
+                }
+            }
+        };
+        self.heads[from as usize] = Some(parsed);
+        Ok(Some(parsed))
+    }
+}
+
+impl Protocol for Http {
+    fn next(&mut self, from: Side, bytes: &[u8]) -> Step {
+        let (head_len, body, meaning) = match self.head(from, bytes) {
+            Ok(Some(head)) => head,
+            Ok(None) => return Step::NeedMore,
+            Err(()) => return Step::Invalid,
+        };
+        let step = with_body(head_len, body, bytes, meaning);
+        if let Step::Message { .. } = step {
+            self.heads[from as usize] = None;
+            match meaning {
+                Meaning::Request(_) => self.open_heads.push_back(bytes.starts_with(b"HEAD ")),
+                Meaning::Reply(_) => {
                     self.open_heads.pop_front();
                 }
-                step
+                Meaning::Housekeeping => {}
             }
         }
+        step
     }
 
     fn at_close(&mut self, from: Side, bytes: &[u8]) -> Option<Meaning> {
+        self.heads[from as usize] = None;
         (from == Side::Server && looks_like_response(bytes) && parse_head(bytes).ok()??.len > 0)
             .then(|| {
                 self.open_heads.pop_front();
                 Meaning::Reply(None)
             })
+    }
+
+    fn reset(&mut self, from: Side) {
+        self.heads[from as usize] = None;
     }
 
     fn could_start(&self, from: Side, bytes: &[u8]) -> bool {

@@ -102,7 +102,9 @@ pub trait Framer: Send {
 /// Where the next whole message ends in a side's buffered bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// The first `len` bytes are one message meaning `meaning`.
+    /// The first `len` bytes are one message meaning `meaning`. `len` may exceed the
+    /// bytes given when the protocol knows a message's length before all of it has
+    /// come: the rest is then counted off as it arrives, not buffered.
     Message {
         /// Its length in bytes.
         len: usize,
@@ -137,6 +139,8 @@ pub trait Protocol: Send {
     fn at_close(&mut self, _from: Side, _bytes: &[u8]) -> Option<Meaning> {
         None
     }
+    /// Bytes from `from` were lost: forget any message under way from that side.
+    fn reset(&mut self, _from: Side) {}
     /// After lost bytes: could a message start at the start of `bytes`?
     fn could_start(&self, from: Side, bytes: &[u8]) -> bool;
 }

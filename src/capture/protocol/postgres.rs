@@ -165,6 +165,14 @@ impl Protocol for Postgres {
         }
     }
 
+    fn reset(&mut self, from: Side) {
+        if from == Side::Client {
+            self.batch = 0;
+        } else {
+            self.owes_one_byte = false;
+        }
+    }
+
     fn could_start(&self, _from: Side, bytes: &[u8]) -> bool {
         matches!(typed_len(bytes), Ok(Some(_)) | Ok(None)) && !bytes.is_empty()
     }

@@ -514,7 +514,9 @@ fn a_missing_file_is_named() {
         .args(["nest", "no/such.trace"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("no/such.trace: No such file"));
+        .stderr(predicate::str::contains(
+            "cannot read no/such.trace: No such file",
+        ));
 }
 
 #[test]

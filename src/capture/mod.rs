@@ -28,7 +28,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     /// The file could not be opened or read.
-    #[error("cannot read {}: {source}", path.display())]
+    // The cause follows in the error chain.
+    #[error("cannot read {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

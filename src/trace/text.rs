@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The file could not be opened or read.
-    #[error("{}: {source}", path.display())]
+    // The cause follows in the error chain.
+    #[error("cannot read {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

@@ -35,11 +35,24 @@ pids=()
 
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    # Whatever still runs in a namespace (servers started through `on`, their workers).
+    for host in "${hosts[@]}"; do
+        ip netns pids "shop-$host" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    done
     sleep 1
-    for host in "${hosts[@]}"; do ip netns del "shop-$host" 2>/dev/null || true; done
-    ip link del shop-br 2>/dev/null || true
+    remove_network
     rm -rf "$work"
 }
+
+remove_network() {
+    for host in "${hosts[@]}"; do
+        ip netns del "shop-$host" 2>/dev/null || true
+        ip link del "shop-$host" 2>/dev/null || true
+    done
+    ip link del shop-br 2>/dev/null || true
+}
+
+remove_network  # leftovers of an interrupted run
 trap cleanup EXIT
 
 ip link add shop-br type bridge
@@ -116,13 +129,15 @@ done
 # on the database host, and the client's on every interface (Linux cooked v2 headers).
 rm -f "$here"/*.pcap "$here"/*.pcapng
 capture_pids=()
+# Started without the `on` function, so that $! is the capturing process itself (ip
+# netns exec execs it) and the SIGINT below reaches it.
 for host in web app cache; do
-    on "$host" tcpdump -q -n -s 0 -U -i eth0 -w "$here/$host.pcap" 2>/dev/null &
+    ip netns exec "shop-$host" tcpdump -q -n -s 0 -U -i eth0 -w "$here/$host.pcap" 2>/dev/null &
     capture_pids+=($!)
 done
-on client tcpdump -q -n -s 0 -U -i any -w "$here/client.pcap" 2>/dev/null &
+ip netns exec shop-client tcpdump -q -n -s 0 -U -i any -w "$here/client.pcap" 2>/dev/null &
 capture_pids+=($!)
-on db dumpcap -q -i eth0 -w "$here/db.pcapng" 2>/dev/null &
+ip netns exec shop-db dumpcap -q -i eth0 -w "$here/db.pcapng" 2>/dev/null &
 capture_pids+=($!)
 sleep 1
 
@@ -131,4 +146,5 @@ on client python3 "$here/load.py" "${address[web]}" "$load_seconds" "$threads"
 sleep 1
 for pid in "${capture_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
 wait "${capture_pids[@]}" 2>/dev/null || true
+chmod 644 "$here"/*.pcap "$here"/*.pcapng
 ls -l "$here"/*.pcap "$here"/*.pcapng

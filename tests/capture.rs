@@ -295,3 +295,80 @@ fn the_shipped_shop_captures_pair_every_message_and_show_the_true_patterns() {
         assert!(table.contains(pattern), "{pattern} missing from\n{table}");
     }
 }
+
+fn shop_captures() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
+    let mut captures: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    captures.sort();
+    captures
+}
+
+#[test]
+fn node_by_service_names_nodes_by_host_and_port() {
+    let table = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--node-by", "service", "--top", "3"])
+            .args(shop_captures()),
+    );
+    assert!(
+        table.contains("client->web:80(app:8080(cache:6379))"),
+        "{table}"
+    );
+}
+
+#[test]
+fn names_file_and_host_flag_name_the_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = dir.path().join("names.txt");
+    std::fs::write(
+        &names,
+        "# address name\n10.77.0.40 redis\n10.77.0.50 postgres\n",
+    )
+    .unwrap();
+    let captures = shop_captures();
+    let web = captures.iter().find(|p| p.ends_with("web.pcap")).unwrap();
+    let table = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--top", "3", "--names"])
+            .arg(&names)
+            .arg("--host")
+            .arg(format!("proxy={}", web.display()))
+            .args(&captures),
+    );
+    assert!(
+        table.contains("client->proxy(app(postgres,redis))"),
+        "{table}"
+    );
+    std::fs::write(&names, "10.77.0.40\n").unwrap();
+    blackbox()
+        .args(["nest", "--names"])
+        .arg(&names)
+        .args(&captures)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "names.txt:1: expected `address name`",
+        ));
+}
+
+#[test]
+fn nest_json_input_counts_what_the_captures_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--json"])
+            .arg(&json)
+            .args(shop_captures()),
+    );
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let capture = &value["input"]["capture"];
+    assert_eq!(capture["packets"], 25431);
+    assert_eq!(capture["messages"]["redis"], 2 * 2166);
+    assert_eq!(capture["skipped"]["ICMP"], 47 * 2 + 48 * 3);
+}

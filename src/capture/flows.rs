@@ -741,3 +741,72 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod udp_tests {
+    use super::*;
+    use crate::trace::Kind;
+
+    fn datagram<'a>(from: &str, to: &str, payload: &'a [u8]) -> Segment<'a> {
+        Segment {
+            from: from.parse().unwrap(),
+            to: to.parse().unwrap(),
+            transport: Transport::Udp,
+            payload,
+            wire_len: payload.len(),
+        }
+    }
+
+    fn dns(id: u16, response: bool) -> Vec<u8> {
+        let mut header = id.to_be_bytes().to_vec();
+        header.extend_from_slice(&[
+            if response { 0x81 } else { 0x01 },
+            0,
+            0,
+            1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ]);
+        header
+    }
+
+    #[test]
+    fn dns_answers_match_their_queries_by_id_in_any_order() {
+        let choice = ProtocolChoice::default();
+        let mut flows = Flows::new(&choice);
+        let mut stats = FileStats::default();
+        let (client, server) = ("10.0.0.1:5000", "10.0.0.53:53");
+        let (q1, q2, a2, a1) = (dns(7, false), dns(8, false), dns(8, true), dns(7, true));
+        flows.segment(1, &datagram(client, server, &q1), &mut stats);
+        flows.segment(2, &datagram(client, server, &q2), &mut stats);
+        flows.segment(3, &datagram(server, client, &a2), &mut stats);
+        flows.segment(4, &datagram(server, client, &a1), &mut stats);
+        let (endpoints, messages) = flows.finish(&mut stats);
+        let got: Vec<(Kind, String, Nanos, String)> = messages
+            .iter()
+            .map(|m| {
+                (
+                    m.framed.kind,
+                    m.framed.key.to_string(),
+                    m.framed.first,
+                    endpoints[m.server as usize].to_string(),
+                )
+            })
+            .collect();
+        let server = server.to_string();
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Call, "x7".into(), 1, server.clone()),
+                (Kind::Call, "x8".into(), 2, server.clone()),
+                (Kind::Return, "x8".into(), 3, server.clone()),
+                (Kind::Return, "x7".into(), 4, server),
+            ]
+        );
+        assert_eq!(stats.messages.get("dns"), Some(&4));
+    }
+}

@@ -67,6 +67,26 @@ pub fn read_frames<R: Read + Send>(
         path: path.to_path_buf(),
         reason,
     };
+    // The format is told from the first read alone; a pipe may bring only a few bytes in
+    // one read, so gather the start of the file first.
+    let mut input = input;
+    let mut start = vec![0u8; 4096];
+    let mut filled = 0;
+    while filled < start.len() {
+        match input.read(&mut start[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(super::CaptureError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+    start.truncate(filled);
+    let input = std::io::Cursor::new(start).chain(input);
     let mut reader = match create_reader(BUFFER, input) {
         Ok(reader) => reader,
         Err(PcapError::Eof) => return Err(not_a_capture("the file is empty".into())),
@@ -85,14 +105,11 @@ pub fn read_frames<R: Read + Send>(
     let mut interfaces: Vec<Interface> = Vec::new();
     let mut legacy: Option<(Linktype, u64)> = None;
     let mut number = 0u64;
-    // Progress guard: an incomplete block is retried only after a refill that brought
-    // new bytes; a second incomplete at the same place is a cut-off file.
-    let mut stalled_at: Option<u64> = None;
+    let mut empty_refills = 0;
     loop {
         let offset = reader.consumed() as u64;
         match reader.next() {
             Ok((length, block)) => {
-                stalled_at = None;
                 match block {
                     PcapBlockOwned::LegacyHeader(header) => {
                         let units = if header.is_nanosecond_precision() {
@@ -160,15 +177,26 @@ pub fn read_frames<R: Read + Send>(
             }
             Err(PcapError::Eof) => return Ok(None),
             Err(PcapError::Incomplete(_)) => {
-                if stalled_at == Some(offset) {
-                    return Ok(Some(cut_off(number, offset)));
-                }
-                stalled_at = Some(offset);
+                // Progress guard: an incomplete record is retried only while refills
+                // bring new bytes (a pipe may bring a few at a time); a refill that
+                // brings none means the file ends inside the record.
+                let buffered = reader.data().len();
                 if reader.refill().is_err() {
                     return Err(super::CaptureError::Io {
                         path: path.to_path_buf(),
                         source: std::io::Error::other("read failed"),
                     });
+                }
+                if reader.data().len() == buffered {
+                    if buffered > 0 {
+                        return Ok(Some(cut_off(number, offset)));
+                    }
+                    // Nothing buffered and nothing more to read: the end, between
+                    // records (the reader says Eof next; never ask twice).
+                    empty_refills += 1;
+                    if empty_refills > 1 {
+                        return Ok(None);
+                    }
                 }
             }
             Err(PcapError::UnexpectedEof) => return Ok(Some(cut_off(number, offset))),
@@ -362,6 +390,54 @@ mod tests {
         .expect("the cut is reported");
         assert_eq!(times, vec![1_700_000_000_250_000_000]);
         assert_eq!((stopped.packet, stopped.offset), (2, 24 + 16 + 5));
+    }
+
+    /// Hands out at most seven bytes per read, as a slow pipe might.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(7).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_reader_that_brings_a_few_bytes_at_a_time_is_read_to_the_end() {
+        let mut file = pcap_parser::PcapHeader::new().to_vec_raw().unwrap();
+        for i in 0..50u32 {
+            let data = vec![i as u8; 100 + i as usize];
+            let record = pcap_parser::LegacyPcapBlock {
+                ts_sec: 1_700_000_000 + i,
+                ts_usec: 0,
+                caplen: data.len() as u32,
+                origlen: data.len() as u32,
+                data: &data,
+            };
+            file.extend(record.to_vec_raw().unwrap());
+        }
+        let mut count = 0;
+        let stopped = read_frames(
+            Path::new("pipe"),
+            Trickle(&file),
+            &mut FileStats::default(),
+            |_, _| count += 1,
+        )
+        .unwrap();
+        assert_eq!((count, stopped), (50, None));
+        // Cut inside the last record: everything before it, and the cut named.
+        let mut count = 0;
+        let stopped = read_frames(
+            Path::new("pipe"),
+            Trickle(&file[..file.len() - 10]),
+            &mut FileStats::default(),
+            |_, _| count += 1,
+        )
+        .unwrap();
+        assert_eq!(count, 49);
+        assert_eq!(stopped.map(|s| s.packet), Some(50));
     }
 
     #[test]

@@ -139,35 +139,33 @@ pub fn read_capture<R: Read + Send>(
     input: R,
     options: &CaptureOptions,
 ) -> Result<HostCapture, CaptureError> {
-    let mut stats = FileStats::default();
-    let mut flows = Flows::new(&options.protocols);
-    // Packets per address pair: which addresses are the host's own is decided from
-    // these once the whole file is read.
-    let mut pairs: HashMap<(IpAddr, IpAddr), u64> = HashMap::new();
-    // Runs of packets between the same two addresses are counted before they are
-    // hashed: a host's capture is mostly long runs.
-    let mut run: Option<((IpAddr, IpAddr), u64)> = None;
-    let stopped = file::read_frames(path, input, &mut stats, |frame, stats| {
-        stats.packets += 1;
-        if let Some(segment) = decode::decode(frame, stats) {
-            let (a, b) = (segment.from.ip(), segment.to.ip());
-            let pair = (a.min(b), a.max(b));
-            match &mut run {
-                Some((current, n)) if *current == pair => *n += 1,
-                _ => {
-                    if let Some((done, n)) = run.replace((pair, 1)) {
-                        *pairs.entry(done).or_default() += n;
-                    }
-                }
+    // Two stages on two threads: reading and decoding packets, and following their
+    // connections. Decoded segments travel in batches, their payloads copied into one
+    // buffer per batch; the bounded channel keeps memory flat.
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<SegmentBatch>(4);
+    let (read, followed) = std::thread::scope(|scope| {
+        let reading = scope.spawn(move || read_segments(path, input, sender));
+        let mut stats = FileStats::default();
+        let mut flows = Flows::new(&options.protocols);
+        for batch in receiver {
+            for record in &batch.records {
+                let segment = decode::Segment {
+                    from: record.from,
+                    to: record.to,
+                    transport: record.transport,
+                    payload: &batch.payloads[record.payload.clone()],
+                    wire_len: record.wire_len,
+                };
+                flows.segment(record.time, &segment, &mut stats);
             }
-            flows.segment(frame.time, &segment, stats);
         }
-    })?;
-    if let Some((done, n)) = run {
-        *pairs.entry(done).or_default() += n;
-    }
-    let (endpoints, messages) = flows.finish(&mut stats);
-    let pairs: BTreeMap<(IpAddr, IpAddr), u64> = pairs.into_iter().collect();
+        let followed = flows.finish(&mut stats);
+        let read = reading.join().expect("the reading thread does not panic");
+        (read, (followed, stats))
+    });
+    let (stopped, pairs, mut stats) = read?;
+    let ((endpoints, messages), flow_stats) = followed;
+    stats.add(&flow_stats);
     Ok(HostCapture {
         path: path.to_path_buf(),
         host,
@@ -178,6 +176,86 @@ pub fn read_capture<R: Read + Send>(
         endpoints,
         messages,
     })
+}
+
+/// Decoded segments with their payloads in one buffer.
+#[derive(Default)]
+struct SegmentBatch {
+    records: Vec<SegmentRecord>,
+    payloads: Vec<u8>,
+}
+
+struct SegmentRecord {
+    time: crate::trace::Nanos,
+    from: SocketAddr,
+    to: SocketAddr,
+    transport: decode::Transport,
+    payload: std::ops::Range<usize>,
+    wire_len: usize,
+}
+
+/// Payload bytes per batch before it is sent on.
+const BATCH_BYTES: usize = 1 << 20;
+
+type ReadSegments = (
+    Option<file::Stopped>,
+    BTreeMap<(IpAddr, IpAddr), u64>,
+    FileStats,
+);
+
+/// The first stage: reads and decodes every packet, counts packets per address pair,
+/// and sends the segments on in batches.
+fn read_segments<R: Read + Send>(
+    path: &Path,
+    input: R,
+    sender: std::sync::mpsc::SyncSender<SegmentBatch>,
+) -> Result<ReadSegments, CaptureError> {
+    let mut stats = FileStats::default();
+    // Packets per address pair: which addresses are the host's own is decided from
+    // these once the whole file is read. Runs of packets between the same two addresses
+    // are counted before they are hashed: a host's capture is mostly long runs.
+    let mut pairs: HashMap<(IpAddr, IpAddr), u64> = HashMap::new();
+    let mut run: Option<((IpAddr, IpAddr), u64)> = None;
+    let mut batch = SegmentBatch::default();
+    let mut receiver_gone = false;
+    let stopped = file::read_frames(path, input, &mut stats, |frame, stats| {
+        stats.packets += 1;
+        let Some(segment) = decode::decode(frame, stats) else {
+            return;
+        };
+        let (a, b) = (segment.from.ip(), segment.to.ip());
+        let pair = (a.min(b), a.max(b));
+        match &mut run {
+            Some((current, n)) if *current == pair => *n += 1,
+            _ => {
+                if let Some((done, n)) = run.replace((pair, 1)) {
+                    *pairs.entry(done).or_default() += n;
+                }
+            }
+        }
+        let start = batch.payloads.len();
+        batch.payloads.extend_from_slice(segment.payload);
+        batch.records.push(SegmentRecord {
+            time: frame.time,
+            from: segment.from,
+            to: segment.to,
+            transport: segment.transport,
+            payload: start..batch.payloads.len(),
+            wire_len: segment.wire_len,
+        });
+        if batch.payloads.len() >= BATCH_BYTES || batch.records.len() >= 16_384 {
+            let full = std::mem::take(&mut batch);
+            receiver_gone |= sender.send(full).is_err();
+        }
+    });
+    if !batch.records.is_empty() && !receiver_gone {
+        let _ = sender.send(batch);
+    }
+    let stopped = stopped?;
+    if let Some((done, n)) = run {
+        *pairs.entry(done).or_default() += n;
+    }
+    Ok((stopped, pairs.into_iter().collect(), stats))
 }
 
 /// Decides every capture's own addresses together. A host that talks to one peer only

@@ -372,3 +372,26 @@ fn nest_json_input_counts_what_the_captures_held() {
     assert_eq!(capture["messages"]["redis"], 2 * 2166);
     assert_eq!(capture["skipped"]["ICMP"], 47 * 2 + 48 * 3);
 }
+
+#[test]
+fn convolve_reads_captures_and_finds_the_delay_at_web() {
+    let table = stdout_of(
+        blackbox()
+            .args(["convolve", "-q", "--top", "3"])
+            .args(shop_captures()),
+    );
+    // Nagle's algorithm holds app's response bodies for nginx's delayed acknowledgement:
+    // about 40 ms at web before it answers the client.
+    let line = table
+        .lines()
+        .find(|l| {
+            l.contains("client -> web -[") && l.contains("-> app -[") && l.ends_with("-> client")
+        })
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        ["-[38.", "-[39.", "-[40.", "-[41.", "-[42."]
+            .iter()
+            .any(|d| line.rsplit("web ").next().unwrap().starts_with(d)),
+        "{line}"
+    );
+}

@@ -7,41 +7,16 @@
 //! under `target/bench-captures/`), then prints one line per measurement. Set
 //! `BLACKBOX_CAPTURE_MB` to change the size (default 1100).
 
+mod support;
+
 use blackbox::capture::{read_capture, CaptureOptions};
 use maketrace::capture::{Container, Payload};
 use maketrace::{config, generate};
 use rand::SeedableRng;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
-        PEAK.fetch_max(live, Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Relaxed);
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let grown = new_size.saturating_sub(layout.size());
-        let live = LIVE.fetch_add(new_size, Relaxed) + new_size;
-        PEAK.fetch_max(live, Relaxed);
-        let out = System.realloc(ptr, layout, new_size);
-        LIVE.fetch_sub(layout.size(), Relaxed);
-        let _ = grown;
-        out
-    }
-}
+use support::counting::{peak_above_baseline, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -159,12 +134,16 @@ fn main() {
     let message_bytes = std::mem::size_of::<blackbox::capture::flows::CaptureMessage>();
     for fraction in [4u64, 1] {
         let limit = bytes / fraction;
-        let baseline = LIVE.load(Relaxed);
-        PEAK.store(baseline, Relaxed);
-        let file = std::fs::File::open(&path).unwrap();
-        let input = std::io::Read::take(file, limit);
-        let capture = read_capture(&path, "DB".into(), input, &options).unwrap();
-        let peak = PEAK.load(Relaxed) - baseline;
+        let (capture, peak) = peak_above_baseline(|| {
+            let file = std::fs::File::open(&path).unwrap();
+            read_capture(
+                &path,
+                "DB".into(),
+                std::io::Read::take(file, limit),
+                &options,
+            )
+            .unwrap()
+        });
         // The message vector grows by doubling, so its peak is up to three times the
         // messages' own size; what matters is that the peak per message does not grow
         // with the capture.

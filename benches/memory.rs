@@ -8,55 +8,12 @@ mod support;
 
 use blackbox::nesting::{nest, NestOptions};
 use blackbox::trace::{text, TraceBuilder};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use support::counting::{live, peak_above_baseline, Counting};
 use support::multitier::{self, MultiTier};
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
-        PEAK.fetch_max(live, Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Relaxed);
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // A growing realloc may copy: count the moment both blocks exist. A shrinking
-        // one is done in place by glibc (split, or mremap for large blocks).
-        let transient = if new_size > layout.size() {
-            new_size
-        } else {
-            0
-        };
-        let live = LIVE.fetch_add(transient, Relaxed) + transient;
-        PEAK.fetch_max(live, Relaxed);
-        LIVE.fetch_sub(transient, Relaxed);
-        LIVE.fetch_add(new_size, Relaxed);
-        let out = System.realloc(ptr, layout, new_size);
-        LIVE.fetch_sub(layout.size(), Relaxed);
-        out
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` and returns its result with the peak of live bytes above what was live
-/// before it started.
-fn peak_above_baseline<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let baseline = LIVE.load(Relaxed);
-    PEAK.store(baseline, Relaxed);
-    let out = f();
-    (out, PEAK.load(Relaxed) - baseline)
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -71,7 +28,7 @@ fn main() {
     multitier::write_text(&events, &mut text_bytes).unwrap();
     drop(events);
 
-    let before_read = LIVE.load(Relaxed);
+    let before_read = live();
     let (trace, read_peak) = peak_above_baseline(|| {
         let mut builder = TraceBuilder::new();
         text::read_with_size(
@@ -83,7 +40,7 @@ fn main() {
         .unwrap();
         builder.finish()
     });
-    let trace_bytes = LIVE.load(Relaxed) - before_read;
+    let trace_bytes = live() - before_read;
     let (nesting, nest_peak) =
         peak_above_baseline(|| nest(&trace, &NestOptions::default()).unwrap());
     let whole = read_peak.max(trace_bytes + nest_peak);

@@ -1,2 +1,3 @@
-//! Shared by the benchmarks: the synthetic trace generator.
+//! Shared by the benchmarks: the synthetic trace generator and the counting allocator.
+pub mod counting;
 pub mod multitier;

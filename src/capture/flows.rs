@@ -503,17 +503,9 @@ fn in_order(
     output: &mut Output,
     stats: &mut FileStats,
 ) {
-    if !bytes.is_empty() {
-        framer.data(side, Chunk { time, seq, bytes }, output);
-    }
-    let missing = wire_len.saturating_sub(bytes.len());
-    if missing > 0 {
-        stats.stream_gaps += 1;
-        stats.gap_bytes += missing as u64;
-        framer.gap(side, missing, output);
-    }
-    direction.next = Some(seq.wrapping_add(wire_len as u32));
-    rebase(direction, wire_len as u32);
+    in_order_no_drain(
+        direction, framer, side, seq, time, bytes, wire_len, output, stats,
+    );
     drain_held(direction, framer, side, output, stats);
 }
 

@@ -32,8 +32,10 @@ struct Cli {
 enum Command {
     /// Infer call-path patterns from RPC traces with the nesting algorithm (paper §5.1).
     ///
-    /// Reads text traces (`<timestamp> <op> <sender> <receiver> <call-id> [<truth>]`, one
-    /// message end per line; several files are merged), pairs calls with returns, scores
+    /// Reads packet captures (pcap/pcapng, one per host: messages are cut from their TCP
+    /// and UDP flows) or text traces (`<timestamp> <op> <sender> <receiver> <call-id>
+    /// [<truth>]`, one message end per line); several files are merged into one trace.
+    /// It pairs calls with returns, scores
     /// every call's possible parents against the delays seen in the whole trace, and
     /// prints the path patterns ranked, with their latencies. A summary of what was read
     /// and skipped goes to stderr.
@@ -52,12 +54,14 @@ enum Command {
     /// For each root, follows the messages a node sends after it receives: arrivals and
     /// departures become signals (√count per quantum), and the delays at which their
     /// cross-correlation spikes are the node's causal delays. Calls and returns count as
-    /// plain messages, so RPC traces work too. Prints the paths, most followed first,
-    /// with each node's delays.
+    /// plain messages, so RPC traces work too. Reads captures or text traces, as nest
+    /// does. Prints the paths, most followed first, with each node's delays.
     Convolve(ConvolveArgs),
-    /// Turn other records into a text trace: an mbox's Received headers (paper §7.1.3).
+    /// Turn captures or other records into a text trace.
     ///
-    /// Every Received header of every email becomes one hop, from the host after `from`
+    /// Packet captures (one per host) become their messages, each end at its host's
+    /// time, with the summary of what was read and skipped on stderr. With --mbox, every
+    /// Received header of every email becomes one hop, from the host after `from`
     /// to the host after `by`, at the header's date (the receiving host's clock), with
     /// the email's number as the truth column. Headers with unreadable dates, generic
     /// hosts (localhost, unknown) or a missing host are skipped and counted on stderr.

@@ -225,7 +225,12 @@ impl<'a> Flows<'a> {
                 ));
             }
             let (protocol, framer) = connection.framer.as_mut().expect("chosen above");
-            let ends = (connection.client, connection.server, *protocol);
+            let ends = FlowEnds {
+                client: connection.client,
+                server: connection.server,
+                protocol: *protocol,
+                tcp: true,
+            };
             deliver(
                 direction,
                 framer.as_mut(),
@@ -237,7 +242,7 @@ impl<'a> Flows<'a> {
                 &mut self.output,
                 stats,
             );
-            push_tcp(&mut self.messages, &mut self.output, ends, stats);
+            take_messages(&mut self.messages, &mut self.output, ends, stats);
         }
         if tcp.fin {
             direction.fin = true;
@@ -306,17 +311,13 @@ impl<'a> Flows<'a> {
         entry
             .pair
             .datagram(side, time, segment.payload, &mut self.output);
-        let (client, server) = (entry.client, if entry.client == from { to } else { from });
-        let protocol = entry.protocol;
-        for framed in self.output.messages.drain(..) {
-            stats.message(protocol.as_str());
-            self.messages.push(CaptureMessage {
-                client,
-                server,
-                tcp: false,
-                framed,
-            });
-        }
+        let ends = FlowEnds {
+            client: entry.client,
+            server: if entry.client == from { to } else { from },
+            protocol: entry.protocol,
+            tcp: false,
+        };
+        take_messages(&mut self.messages, &mut self.output, ends, stats);
     }
 
     /// Counts the problems the framers met.
@@ -351,8 +352,13 @@ impl<'a> Flows<'a> {
                 .framer
                 .as_ref()
                 .map_or(ProtocolName::Tcp, |f| f.0);
-            let ends = (connection.client, connection.server, protocol);
-            push_tcp(&mut self.messages, &mut self.output, ends, stats);
+            let ends = FlowEnds {
+                client: connection.client,
+                server: connection.server,
+                protocol,
+                tcp: true,
+            };
+            take_messages(&mut self.messages, &mut self.output, ends, stats);
         }
     }
 
@@ -368,38 +374,45 @@ impl<'a> Flows<'a> {
         for flow in pairs {
             let mut entry = self.udp.remove(&flow).expect("listed");
             entry.pair.close(&mut self.output);
-            let server = if entry.client == flow.0 {
-                flow.1
-            } else {
-                flow.0
+            let ends = FlowEnds {
+                client: entry.client,
+                server: if entry.client == flow.0 {
+                    flow.1
+                } else {
+                    flow.0
+                },
+                protocol: entry.protocol,
+                tcp: false,
             };
-            for framed in self.output.messages.drain(..) {
-                stats.message(entry.protocol.as_str());
-                self.messages.push(CaptureMessage {
-                    client: entry.client,
-                    server,
-                    tcp: false,
-                    framed,
-                });
-            }
+            take_messages(&mut self.messages, &mut self.output, ends, stats);
         }
         self.collect(stats);
         (self.endpoints, self.messages)
     }
 }
 
-fn push_tcp(
+/// The ends of a flow and how it is read, for the messages its framer produced.
+#[derive(Clone, Copy)]
+struct FlowEnds {
+    client: u32,
+    server: u32,
+    protocol: ProtocolName,
+    tcp: bool,
+}
+
+/// Moves the messages a framer produced into `messages`, counting them.
+fn take_messages(
     messages: &mut Vec<CaptureMessage>,
     output: &mut Output,
-    (client, server, protocol): (u32, u32, ProtocolName),
+    ends: FlowEnds,
     stats: &mut FileStats,
 ) {
     for framed in output.messages.drain(..) {
-        stats.message(protocol.as_str());
+        stats.message(ends.protocol.as_str());
         messages.push(CaptureMessage {
-            client,
-            server,
-            tcp: true,
+            client: ends.client,
+            server: ends.server,
+            tcp: ends.tcp,
             framed,
         });
     }

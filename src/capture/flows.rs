@@ -499,26 +499,8 @@ fn deliver(
         in_order(
             direction, framer, side, seq, time, bytes, wire_len, output, stats,
         );
-        return;
     }
-    drain_held(direction, framer, side, output, stats);
-}
-
-#[allow(clippy::too_many_arguments)]
-fn in_order(
-    direction: &mut Direction,
-    framer: &mut dyn Framer,
-    side: Side,
-    seq: u32,
-    time: Nanos,
-    bytes: &[u8],
-    wire_len: usize,
-    output: &mut Output,
-    stats: &mut FileStats,
-) {
-    in_order_no_drain(
-        direction, framer, side, seq, time, bytes, wire_len, output, stats,
-    );
+    // Whatever path the segment took, held segments it reaches follow it.
     drain_held(direction, framer, side, output, stats);
 }
 
@@ -533,14 +515,18 @@ fn skip_hole(
     stats: &mut FileStats,
 ) {
     if distance > 0 {
-        stats.stream_gaps += 1;
-        stats.gap_bytes += u64::from(distance);
+        count_hole(stats, distance as usize);
         framer.gap(side, distance as usize, output);
         let next = direction.next.expect("set before anything is held");
         direction.next = Some(next.wrapping_add(distance));
         rebase(direction, distance);
     }
     drain_held(direction, framer, side, output, stats);
+}
+
+fn count_hole(stats: &mut FileStats, bytes: usize) {
+    stats.stream_gaps += 1;
+    stats.gap_bytes += bytes as u64;
 }
 
 /// Held segments are keyed by distance from `next`; `next` moved on by `by`.
@@ -587,14 +573,16 @@ fn drain_held(
             continue;
         }
         let seq = direction.next.expect("set before anything is held");
-        in_order_no_drain(
+        in_order(
             direction, framer, side, seq, time, &bytes, wire_len, output, stats,
         );
     }
 }
 
+/// Hands bytes that start at `next` to the framer and moves `next` past them; the
+/// caller then drains held segments.
 #[allow(clippy::too_many_arguments)]
-fn in_order_no_drain(
+fn in_order(
     direction: &mut Direction,
     framer: &mut dyn Framer,
     side: Side,
@@ -610,8 +598,7 @@ fn in_order_no_drain(
     }
     let missing = wire_len.saturating_sub(bytes.len());
     if missing > 0 {
-        stats.stream_gaps += 1;
-        stats.gap_bytes += missing as u64;
+        count_hole(stats, missing);
         framer.gap(side, missing, output);
     }
     direction.next = Some(seq.wrapping_add(wire_len as u32));

@@ -543,6 +543,7 @@ fn skew(report: &mut Report) {
                 skewer::Skew {
                     offset: sign * ms * 1_000_000,
                     drift: 0,
+                    ..Default::default()
                 },
             );
             let mut skewed = Vec::new();

@@ -1,7 +1,8 @@
 //! Command-line flags and the thin glue from flags to library calls.
 
 use anyhow::{Context, Result};
-use blackbox::capture::{self, protocol::ProtocolName, CaptureOptions, NodeBy};
+use blackbox::align::{self, fit::Method};
+use blackbox::capture::{self, protocol::ProtocolName, write::Container, CaptureOptions, NodeBy};
 use blackbox::convolution::{self, ConvolveOptions};
 use blackbox::eval::{calls, paths};
 use blackbox::nesting::{self, parents::Penalties, NestOptions};
@@ -67,6 +68,36 @@ enum Command {
     /// hosts (localhost, unknown) or a missing host are skipped and counted on stderr.
     /// The trace suits `blackbox convolve`.
     Records(RecordsArgs),
+    /// Align the clocks of per-host captures onto one reference host's.
+    ///
+    /// The same TCP segment in the sender's and the receiver's capture is one sample of
+    /// the receiver's clock offset plus a delay that is never negative. Per pair of hosts
+    /// a line offset(t) = offset + drift·t is fitted (convex hulls by default: guaranteed
+    /// bounds, unmoved by queueing in one direction); the reference is the host with the
+    /// smallest sum of shortest-path uncertainties to the others, and every host is
+    /// turned into its clock along its shortest path. Prints per host its offset and
+    /// drift against the reference, the bounds, quality and samples. nest, eval,
+    /// convolve and records do the same on several captures unless --align off.
+    Align(AlignArgs),
+}
+
+#[derive(Args)]
+struct AlignArgs {
+    /// Packet captures (pcap/pcapng), one per host.
+    #[arg(required = true, value_name = "CAPTURE")]
+    files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    capture: CaptureArgs,
+
+    /// Write the alignment as JSON to FILE (`-` for stdout, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Write every capture, its times in the reference's clock, to DIR (same file
+    /// names; nanosecond pcap or pcapng, as read).
+    #[arg(long, value_name = "DIR")]
+    write: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -269,6 +300,29 @@ struct CaptureArgs {
     /// `maketrace --pcap` writes), read as the trace's truth column for `eval`.
     #[arg(long, value_name = "FILE")]
     truth_ids: Option<PathBuf>,
+
+    /// Align the hosts' clocks from the TCP segments two captures share: hull (convex
+    /// hulls, guaranteed bounds), regression (the offline-trace-sync paper's method) or
+    /// off (each host keeps its own clock). Only with two or more captures.
+    #[arg(long, value_enum, value_name = "METHOD", default_value_t = AlignArg::Hull)]
+    align: AlignArg,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AlignArg {
+    Hull,
+    Regression,
+    Off,
+}
+
+impl AlignArg {
+    fn method(self) -> Option<Method> {
+        match self {
+            AlignArg::Hull => Some(Method::Hull),
+            AlignArg::Regression => Some(Method::Regression),
+            AlignArg::Off => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -356,7 +410,65 @@ pub fn run() -> Result<()> {
         Command::Eval(args) => eval(args),
         Command::Convolve(args) => convolve(args),
         Command::Records(args) => records(args),
+        Command::Align(args) => align_command(args),
     }
+}
+
+fn align_command(args: AlignArgs) -> Result<()> {
+    if let Some(text) = args.files.iter().find(|p| !capture::is_capture(p)) {
+        anyhow::bail!(
+            "{} is not a pcap or pcapng capture: align reads captures only",
+            text.display()
+        );
+    }
+    let Some(method) = args.capture.align.method() else {
+        anyhow::bail!("--align off leaves nothing to do: choose hull or regression");
+    };
+    let mut options = args.capture.options()?;
+    options.clock_stamps = true;
+    let captures = capture::read_captures(&args.files, &options)?;
+    let alignment = align::align(&captures, method);
+    match args.json.as_deref() {
+        Some(path) if path == Path::new("-") => write_out(None, |w| write_json(&alignment, w))?,
+        Some(path) => {
+            write_out(Some(path), |w| write_json(&alignment, w))?;
+            write_out(None, |w| report::alignment::write_alignment(&alignment, w))?;
+        }
+        None => write_out(None, |w| report::alignment::write_alignment(&alignment, w))?,
+    }
+    if let Some(dir) = &args.write {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        for (index, host) in captures.iter().enumerate() {
+            let name = host.path.file_name().map(PathBuf::from).unwrap_or_else(|| {
+                PathBuf::from(format!(
+                    "{}.{}",
+                    host.host,
+                    Container::of(&host.path).extension()
+                ))
+            });
+            let output = dir.join(name);
+            if output.canonicalize().ok() == host.path.canonicalize().ok() {
+                anyhow::bail!(
+                    "--write {} would overwrite {}: choose another directory",
+                    dir.display(),
+                    host.path.display()
+                );
+            }
+            let written = capture::write::rewrite_times(
+                &host.path,
+                &output,
+                Container::of(&host.path),
+                |_, t| alignment.to_reference(index, t),
+            )?;
+            eprintln!("wrote {} ({} packets)", output.display(), written.frames);
+        }
+    }
+    Ok(())
+}
+
+fn write_json(value: &impl serde::Serialize, w: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, value)?;
+    writeln!(w)
 }
 
 fn records(args: RecordsArgs) -> Result<()> {
@@ -525,8 +637,20 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
     let mut builder = TraceBuilder::new();
     text::read_files(&texts, &mut builder)?;
     if !captures.is_empty() {
-        let options = capture_args.options()?;
-        let read = capture::read_captures(&captures, &options, &mut builder)?;
+        let mut options = capture_args.options()?;
+        let method = capture_args.align.method().filter(|_| captures.len() > 1);
+        options.clock_stamps = method.is_some();
+        let read = capture::read_captures(&captures, &options)?;
+        let alignment = method.map(|method| align::align(&read, method));
+        match &alignment {
+            Some(alignment) => capture::add_to_trace(
+                &read,
+                &options,
+                |host, t| alignment.to_reference(host, t),
+                &mut builder,
+            ),
+            None => capture::add_to_trace(&read, &options, capture::same_clock, &mut builder),
+        }
         let mut stderr = io::stderr().lock();
         for host in &read {
             if let Some(stopped) = &host.stopped {
@@ -555,6 +679,28 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
                         own.join(", ")
                     },
                     host.stats
+                )?;
+            }
+        }
+        if let Some(alignment) = &alignment {
+            if !quiet {
+                report::alignment::write_alignment(alignment, &mut stderr)?;
+            }
+            let unaligned = alignment.unaligned();
+            if !unaligned.is_empty() {
+                writeln!(
+                    stderr,
+                    "warning: no TCP segment links {} to the other captures; their clocks stay their own",
+                    unaligned.join(", ")
+                )?;
+            }
+            for check in alignment.loops.iter().filter(|c| c.disagrees) {
+                writeln!(
+                    stderr,
+                    "warning: the clock fits around {}–{} disagree by {}: one of them is wrong",
+                    check.hosts.0,
+                    check.hosts.1,
+                    time::human_duration(check.residual_ns)
                 )?;
             }
         }

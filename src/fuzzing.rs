@@ -57,7 +57,12 @@ pub fn capture(data: &[u8]) {
     };
     assert!(capture.stats.tcp + capture.stats.udp <= capture.stats.packets);
     let mut builder = TraceBuilder::new();
-    add_to_trace(&[capture], &options, &mut builder);
+    add_to_trace(
+        &[capture],
+        &options,
+        crate::capture::same_clock,
+        &mut builder,
+    );
     let trace = builder.finish();
     let _ = nest(&trace, &NestOptions::default());
 }

@@ -10,6 +10,7 @@
 //! per-call parent assignments.
 #![deny(missing_docs)]
 
+pub mod align;
 pub mod capture;
 pub mod convolution;
 pub mod eval;

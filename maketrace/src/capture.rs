@@ -7,9 +7,11 @@
 
 use crate::config::StepKind;
 use crate::generate::Generated;
+use blackbox::capture::write::CaptureWriter;
+pub use blackbox::capture::write::Container;
 use blackbox::trace::Nanos;
 use etherparse::PacketBuilder;
-use pcap_parser::{Linktype, PcapHeader, ToVec};
+use pcap_parser::Linktype;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufWriter, Write};
 use std::net::Ipv4Addr;
@@ -22,15 +24,6 @@ pub enum Payload {
     Http,
     /// ONC RPC with record marking on port 111.
     OncRpc,
-}
-
-/// The capture container to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Container {
-    /// pcap with nanosecond timestamps.
-    Pcap,
-    /// pcapng with a nanosecond interface.
-    PcapNg,
 }
 
 /// What was written.
@@ -351,11 +344,11 @@ pub fn write(
     }
     for (node, mut packets) in writer.packets {
         packets.sort_by_key(|p| p.0);
-        let extension = match container {
-            Container::Pcap => "pcap",
-            Container::PcapNg => "pcapng",
-        };
-        let path = dir.join(format!("{}.{extension}", trace.nodes[node as usize]));
+        let path = dir.join(format!(
+            "{}.{}",
+            trace.nodes[node as usize],
+            container.extension()
+        ));
         let mut out = BufWriter::new(std::fs::File::create(&path)?);
         write_container(&mut out, container, &packets)?;
         out.flush()?;
@@ -371,71 +364,10 @@ fn write_container(
     container: Container,
     packets: &[(Nanos, Vec<u8>)],
 ) -> io::Result<()> {
-    let fail = |e| io::Error::other(format!("cannot encode a capture block: {e:?}"));
-    match container {
-        Container::Pcap => {
-            let header = PcapHeader {
-                magic_number: 0xa1b2_3c4d,
-                snaplen: 262_144,
-                network: Linktype::ETHERNET,
-                ..PcapHeader::new()
-            };
-            out.write_all(&header.to_vec_raw().map_err(fail)?)?;
-            for (time, bytes) in packets {
-                // The nanosecond magic makes the second field nanoseconds.
-                let record = pcap_parser::LegacyPcapBlock {
-                    ts_sec: (time / 1_000_000_000) as u32,
-                    ts_usec: (time % 1_000_000_000) as u32,
-                    caplen: bytes.len() as u32,
-                    origlen: bytes.len() as u32,
-                    data: bytes,
-                };
-                out.write_all(&record.to_vec_raw().map_err(fail)?)?;
-            }
-        }
-        Container::PcapNg => {
-            use pcap_parser::pcapng::*;
-            let mut section = SectionHeaderBlock {
-                block_type: SHB_MAGIC,
-                block_len1: 28,
-                bom: BOM_MAGIC,
-                major_version: 1,
-                minor_version: 0,
-                section_len: -1,
-                options: vec![],
-                block_len2: 28,
-            };
-            out.write_all(&section.to_vec().map_err(fail)?)?;
-            let mut interface = InterfaceDescriptionBlock {
-                block_type: IDB_MAGIC,
-                block_len1: 0,
-                linktype: Linktype::ETHERNET,
-                reserved: 0,
-                snaplen: 262_144,
-                // Written by `fix` from the fields below: nanoseconds, no offset.
-                options: vec![],
-                block_len2: 0,
-                if_tsresol: 9,
-                if_tsoffset: 0,
-            };
-            out.write_all(&interface.to_vec().map_err(fail)?)?;
-            for (time, bytes) in packets {
-                let ticks = *time as u64;
-                let mut packet = EnhancedPacketBlock {
-                    block_type: EPB_MAGIC,
-                    block_len1: 0,
-                    if_id: 0,
-                    ts_high: (ticks >> 32) as u32,
-                    ts_low: ticks as u32,
-                    caplen: bytes.len() as u32,
-                    origlen: bytes.len() as u32,
-                    data: bytes,
-                    options: vec![],
-                    block_len2: 0,
-                };
-                out.write_all(&packet.to_vec().map_err(fail)?)?;
-            }
-        }
+    let mut writer = CaptureWriter::new(out, container);
+    for (time, bytes) in packets {
+        writer.write(Linktype::ETHERNET, *time, bytes, bytes.len() as u32)?;
     }
+    writer.finish()?;
     Ok(())
 }

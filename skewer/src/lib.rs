@@ -22,6 +22,11 @@ pub struct Skew {
     pub offset: Nanos,
     /// Drift in parts per 10¹⁵ (ppm × 10⁹).
     pub drift: i64,
+    /// A slow wander on top of the line: amplitude·sin(2π(t − t0)/period), ns (0: none).
+    /// Real oscillators drift with temperature; a wander makes the drift not linear.
+    pub wander: Nanos,
+    /// Its period, ns.
+    pub wander_period: Nanos,
 }
 
 impl Skew {
@@ -35,7 +40,15 @@ impl Skew {
         } else {
             (num - half) / DRIFT_SCALE
         };
-        self.offset + rounded as Nanos
+        self.offset + rounded as Nanos + self.wander_at(t, t0)
+    }
+
+    fn wander_at(&self, t: Nanos, t0: Nanos) -> Nanos {
+        if self.wander == 0 || self.wander_period <= 0 {
+            return 0;
+        }
+        let phase = (t - t0) as f64 / self.wander_period as f64 * std::f64::consts::TAU;
+        (self.wander as f64 * phase.sin()).round() as Nanos
     }
 
     /// The skewed reading of true time `t`.
@@ -132,8 +145,9 @@ fn drift_text(drift: i64) -> String {
 }
 
 impl SkewTable {
-    /// Writes the table: `# t0 SECONDS`, then `node<TAB>offset_s<TAB>drift_ppm` per node,
-    /// exact, so that reading it back gives the same skews.
+    /// Writes the table: `# t0 SECONDS`, then `node<TAB>offset_s<TAB>drift_ppm` per node
+    /// (and `<TAB>wander_s<TAB>period_s` when it wanders), exact, so that reading it
+    /// back gives the same skews.
     pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
         let mut t0 = String::new();
         push_seconds(&mut t0, self.t0);
@@ -143,7 +157,14 @@ impl SkewTable {
         for (node, skew) in &self.nodes {
             let mut offset = String::new();
             push_seconds(&mut offset, skew.offset);
-            writeln!(out, "{node}\t{offset}\t{}", drift_text(skew.drift))?;
+            write!(out, "{node}\t{offset}\t{}", drift_text(skew.drift))?;
+            if skew.wander != 0 {
+                let (mut wander, mut period) = (String::new(), String::new());
+                push_seconds(&mut wander, skew.wander);
+                push_seconds(&mut period, skew.wander_period);
+                write!(out, "\t{wander}\t{period}")?;
+            }
+            writeln!(out)?;
         }
         Ok(())
     }
@@ -173,16 +194,35 @@ impl SkewTable {
                 continue;
             }
             let f: Vec<&str> = line.split('\t').collect();
-            if f.len() != 3 {
+            if f.len() != 3 && f.len() != 5 {
                 return Err(bad(format!(
-                    "expected node<TAB>offset_s<TAB>drift_ppm, found {} fields",
+                    "expected node<TAB>offset_s<TAB>drift_ppm[<TAB>wander_s<TAB>period_s], found {} fields",
                     f.len()
                 )));
             }
             let offset =
                 parse_seconds(f[1].as_bytes()).map_err(|e| bad(format!("bad offset: {e}")))?;
             let drift = parse_drift_ppm(f[2]).map_err(bad)?;
-            table.nodes.insert(f[0].to_owned(), Skew { offset, drift });
+            let (wander, wander_period) = if f.len() == 5 {
+                (
+                    parse_seconds(f[3].as_bytes()).map_err(|e| bad(format!("bad wander: {e}")))?,
+                    parse_seconds(f[4].as_bytes()).map_err(|e| bad(format!("bad period: {e}")))?,
+                )
+            } else {
+                (0, 0)
+            };
+            if wander != 0 && wander_period <= 0 {
+                return Err(bad("a wander needs a positive period".into()));
+            }
+            table.nodes.insert(
+                f[0].to_owned(),
+                Skew {
+                    offset,
+                    drift,
+                    wander,
+                    wander_period,
+                },
+            );
         }
         if !have_t0 && table.nodes.values().any(|s| s.drift != 0) {
             return Err(SkewError::BadLine {
@@ -324,6 +364,41 @@ impl TraceLines {
     }
 }
 
+/// Skews (or, `invert`, de-skews) one host's capture into `output`, in the same
+/// container: every packet's time is moved by the host's clock error. Bytes and lengths
+/// stay as they were.
+pub fn skew_capture(
+    input: &Path,
+    output: &Path,
+    skew: &Skew,
+    t0: Nanos,
+    invert: bool,
+) -> Result<blackbox::capture::write::Rewritten, blackbox::capture::CaptureError> {
+    use blackbox::capture::write::{rewrite_times, Container};
+    rewrite_times(input, output, Container::of(input), |_, t| {
+        if invert {
+            skew.invert_nearest(t, t0)
+        } else {
+            skew.apply(t, t0)
+        }
+    })
+}
+
+/// The earliest packet time of a capture (the default `t0` of a capture's skew), or
+/// `None` for a capture without packets.
+pub fn earliest_packet(path: &Path) -> Result<Option<Nanos>, blackbox::capture::CaptureError> {
+    let file = std::fs::File::open(path).map_err(|source| blackbox::capture::CaptureError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut stats = blackbox::capture::stats::FileStats::default();
+    let mut earliest: Option<Nanos> = None;
+    blackbox::capture::file::read_frames(path, file, &mut stats, |frame, _| {
+        earliest = Some(earliest.map_or(frame.time, |e| e.min(frame.time)));
+    })?;
+    Ok(earliest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +410,7 @@ mod tests {
         let s = Skew {
             offset: 5_000_000,
             drift: 40 * PPM,
+            ..Default::default()
         };
         assert_eq!(
             s.apply(1_000_000_000, 0),
@@ -357,6 +433,7 @@ mod tests {
             let s = Skew {
                 offset: -45_700_000,
                 drift,
+                ..Default::default()
             };
             for t in (0..2_000).map(|k| 1_700_000_000_000_000_000 + k * 1_234_567_000) {
                 assert_eq!(
@@ -382,6 +459,7 @@ mod tests {
             Skew {
                 offset: -45_700_000,
                 drift: -40_123_456_789,
+                ..Default::default()
             },
         );
         table.nodes.insert(
@@ -389,6 +467,7 @@ mod tests {
             Skew {
                 offset: 3,
                 drift: 0,
+                ..Default::default()
             },
         );
         let mut text = Vec::new();

@@ -12,6 +12,7 @@ pub mod file;
 pub mod flows;
 pub mod protocol;
 pub mod stats;
+pub mod write;
 
 use crate::trace::{End, Message, TraceBuilder, Truth};
 use flows::{CaptureMessage, Flows, ProtocolChoice};
@@ -81,6 +82,9 @@ pub struct CaptureOptions {
     /// Ground truth for captures: the path instance of calls by their call id (the
     /// sidecar `maketrace --pcap` writes). Inference never reads it; `eval` does.
     pub truth: BTreeMap<String, String>,
+    /// Keep a stamp of every TCP segment, for aligning the hosts' clocks
+    /// ([`crate::align`]); costs 16 bytes per segment.
+    pub clock_stamps: bool,
 }
 
 /// Whether a file starts with a pcap or pcapng magic number.
@@ -112,8 +116,58 @@ pub struct HostCapture {
     pub local: BTreeSet<IpAddr>,
     /// Packets per address pair, from which `local` is decided.
     pairs: BTreeMap<(IpAddr, IpAddr), u64>,
+    /// The TCP segments seen, by route, when [`CaptureOptions::clock_stamps`] asks.
+    pub stamps: Vec<RouteStamps>,
     endpoints: Vec<SocketAddr>,
     messages: Vec<CaptureMessage>,
+}
+
+/// The TCP segments from one address to another in one capture, for finding the same
+/// segment in another host's capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteStamps {
+    /// Source address.
+    pub from: IpAddr,
+    /// Destination address.
+    pub to: IpAddr,
+    /// One per segment, in capture order.
+    pub stamps: Vec<SegmentStamp>,
+}
+
+/// One TCP segment: what identifies it across captures, and when this host saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentStamp {
+    /// A digest of the ports, sequence and acknowledgement numbers, flags, payload
+    /// length and the first payload bytes: equal in the sender's and the receiver's
+    /// capture, and unequal for different segments but by a 2⁻⁶⁴ chance.
+    pub key: u64,
+    /// When this host captured it, in its own clock.
+    pub time: crate::trace::Nanos,
+}
+
+/// Payload bytes in a segment's key: few enough to survive any snaplen a capture
+/// keeps headers with (96 bytes for Ethernet, IPv4 and TCP with options), so two
+/// captures cut at different lengths still agree.
+const KEYED_PAYLOAD: usize = 16;
+
+/// A segment's key for [`SegmentStamp`].
+pub fn segment_key(segment: &decode::Segment, tcp: &decode::TcpFields) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // Fixed seeds: keys must be equal in different captures and runs.
+    let mut hasher = foldhash::quality::FixedState::with_seed(0x5eed_b1ac).build_hasher();
+    hasher.write_u16(segment.from.port());
+    hasher.write_u16(segment.to.port());
+    hasher.write_u32(tcp.seq);
+    hasher.write_u32(tcp.ack);
+    hasher.write_u8(
+        u8::from(tcp.syn)
+            | u8::from(tcp.ack_flag) << 1
+            | u8::from(tcp.fin) << 2
+            | u8::from(tcp.rst) << 3,
+    );
+    hasher.write_usize(segment.wire_len);
+    hasher.write(&segment.payload[..segment.payload.len().min(KEYED_PAYLOAD)]);
+    hasher.finish()
 }
 
 impl HostCapture {
@@ -144,7 +198,8 @@ pub fn read_capture<R: Read + Send>(
     // buffer per batch; the bounded channel keeps memory flat.
     let (sender, receiver) = std::sync::mpsc::sync_channel::<SegmentBatch>(4);
     let (read, followed) = std::thread::scope(|scope| {
-        let reading = scope.spawn(move || read_segments(path, input, sender));
+        let stamps = options.clock_stamps;
+        let reading = scope.spawn(move || read_segments(path, input, stamps, sender));
         let mut stats = FileStats::default();
         let mut flows = Flows::new(&options.protocols);
         for batch in receiver {
@@ -163,7 +218,7 @@ pub fn read_capture<R: Read + Send>(
         let read = reading.join().expect("the reading thread does not panic");
         (read, (followed, stats))
     });
-    let (stopped, pairs, mut stats) = read?;
+    let (stopped, pairs, stamps, mut stats) = read?;
     let ((endpoints, messages), flow_stats) = followed;
     stats.add(&flow_stats);
     Ok(HostCapture {
@@ -173,6 +228,7 @@ pub fn read_capture<R: Read + Send>(
         stopped,
         local: local_addresses(&pairs, &BTreeSet::new()).0,
         pairs,
+        stamps,
         endpoints,
         messages,
     })
@@ -200,6 +256,7 @@ const BATCH_BYTES: usize = 1 << 20;
 type ReadSegments = (
     Option<file::Stopped>,
     BTreeMap<(IpAddr, IpAddr), u64>,
+    Vec<RouteStamps>,
     FileStats,
 );
 
@@ -208,8 +265,12 @@ type ReadSegments = (
 fn read_segments<R: Read + Send>(
     path: &Path,
     input: R,
+    clock_stamps: bool,
     sender: std::sync::mpsc::SyncSender<SegmentBatch>,
 ) -> Result<ReadSegments, CaptureError> {
+    let mut routes: Vec<RouteStamps> = Vec::new();
+    let mut route_index: HashMap<(IpAddr, IpAddr), usize> = HashMap::new();
+    let mut last_route: Option<((IpAddr, IpAddr), usize)> = None;
     let mut stats = FileStats::default();
     // Packets per address pair: which addresses are the host's own is decided from
     // these once the whole file is read. Runs of packets between the same two addresses
@@ -233,6 +294,28 @@ fn read_segments<R: Read + Send>(
                 }
             }
         }
+        if let (true, decode::Transport::Tcp(tcp)) = (clock_stamps, &segment.transport) {
+            let route = (a, b);
+            let index = match last_route {
+                Some((last, index)) if last == route => index,
+                _ => {
+                    let index = *route_index.entry(route).or_insert_with(|| {
+                        routes.push(RouteStamps {
+                            from: a,
+                            to: b,
+                            stamps: Vec::new(),
+                        });
+                        routes.len() - 1
+                    });
+                    last_route = Some((route, index));
+                    index
+                }
+            };
+            routes[index].stamps.push(SegmentStamp {
+                key: segment_key(&segment, tcp),
+                time: frame.time,
+            });
+        }
         let start = batch.payloads.len();
         batch.payloads.extend_from_slice(segment.payload);
         batch.records.push(SegmentRecord {
@@ -255,7 +338,8 @@ fn read_segments<R: Read + Send>(
     if let Some((done, n)) = run {
         *pairs.entry(done).or_default() += n;
     }
-    Ok((stopped, pairs.into_iter().collect(), stats))
+    routes.sort_by_key(|r| (r.from, r.to));
+    Ok((stopped, pairs.into_iter().collect(), routes, stats))
 }
 
 /// Decides every capture's own addresses together. A host that talks to one peer only
@@ -327,12 +411,11 @@ fn local_addresses(
     (local, tied)
 }
 
-/// Reads every capture (in parallel), names the nodes, and adds every message end to
-/// `builder`. Returns each file's capture summary, in the order given.
+/// Reads every capture (in parallel) and decides each one's own addresses. Returns
+/// each file's capture, in the order given.
 pub fn read_captures(
     paths: &[PathBuf],
     options: &CaptureOptions,
-    builder: &mut TraceBuilder,
 ) -> Result<Vec<HostCapture>, CaptureError> {
     let mut captures: Vec<HostCapture> = paths
         .par_iter()
@@ -346,16 +429,18 @@ pub fn read_captures(
         })
         .collect::<Result<_, _>>()?;
     decide_local_addresses(&mut captures);
-    add_to_trace(&captures, options, builder);
     Ok(captures)
 }
 
 /// Names nodes and adds the captures' message ends to `builder`: a message leaving one
 /// of a file's own addresses is a send at that host, one arriving at them a receive;
 /// a message between two others (a capture of a whole network) counts as a send.
+/// `clock` turns a time of capture `i` into the common time base (see
+/// [`crate::align`]); pass [`same_clock`] to keep each host's own.
 pub fn add_to_trace(
     captures: &[HostCapture],
     options: &CaptureOptions,
+    clock: impl Fn(usize, crate::trace::Nanos) -> crate::trace::Nanos,
     builder: &mut TraceBuilder,
 ) {
     let names = node_names(captures, options);
@@ -377,7 +462,7 @@ pub fn add_to_trace(
         }
     };
     let mut text = String::new();
-    for capture in captures {
+    for (index, capture) in captures.iter().enumerate() {
         builder.stats_mut().files += 1;
         builder.reserve(capture.messages.len());
         let mut ids: HashMap<(u32, bool), crate::trace::NodeId> = HashMap::new();
@@ -415,7 +500,7 @@ pub fn add_to_trace(
             };
             builder.push(Message::observed(
                 end,
-                framed.first,
+                clock(index, framed.first),
                 framed.kind,
                 sender,
                 receiver,
@@ -424,6 +509,11 @@ pub fn add_to_trace(
             ));
         }
     }
+}
+
+/// Each capture's own clock, unchanged: for [`add_to_trace`] without alignment.
+pub fn same_clock(_: usize, t: crate::trace::Nanos) -> crate::trace::Nanos {
+    t
 }
 
 /// Node names for addresses: `--names` first, then each file's host name for its one

@@ -3,6 +3,7 @@
 //! run summary for stderr. Owns presentation only; every number comes from
 //! [`crate::nesting`].
 
+pub mod alignment;
 pub mod assignments;
 pub mod dot;
 pub mod evaluation;

@@ -1,0 +1,902 @@
+//! Fitting the clock relation of one pair of hosts from its one-way samples: the
+//! line `offset(t) = offset₀ + drift·(t − origin)` that turns host `a`'s clock into host
+//! `b`'s (`t_b = t_a + offset(t_a)`), by the paper's regression or by convex hulls.
+//! Owns the fits, their pieces, bounds and quality; knows nothing of other pairs.
+//!
+//! In `a`'s clock, a segment `a → b` gives an upper bound on the line (the offset
+//! plus a delay that is never negative: `offset(sent) ≤ received − sent`), a segment
+//! `b → a` a lower bound (`offset(received) ≥ sent − received`). The lines under every
+//! upper point and over every lower point form a convex polygon in (offset₀, drift):
+//! its corners give guaranteed bounds at every instant, its centroid the estimate.
+
+use super::pairing::{PairSamples, Sample};
+use crate::trace::Nanos;
+use serde::Serialize;
+
+/// How a pair is fitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// The offline-trace-sync paper's method: offsets of exchanges, the 10% with the
+    /// largest round-trip error dropped, a least-squares line per 30 minutes.
+    Regression,
+    /// Convex hulls of the samples in each direction: guaranteed bounds, and an
+    /// estimate that queueing in one direction does not pull away.
+    Hull,
+}
+
+/// How well a pair is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quality {
+    /// Samples in both directions that bound the line from both sides.
+    Accurate,
+    /// Samples in one direction only (or never interleaved): the line is bounded from
+    /// one side, and the estimate assumes the smallest delay seen is zero.
+    Approximate,
+    /// No samples.
+    Absent,
+}
+
+impl std::fmt::Display for Quality {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Quality::Accurate => "accurate",
+            Quality::Approximate => "approximate",
+            Quality::Absent => "absent",
+        })
+    }
+}
+
+/// One stretch of time with one line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Piece {
+    /// The first sample's time in `a`'s clock; the piece holds from here to the next.
+    pub start: Nanos,
+    /// The last sample's time.
+    pub end: Nanos,
+    /// The time the line is written around, in `a`'s clock.
+    pub origin: Nanos,
+    /// `b`'s clock minus `a`'s at `origin`, ns.
+    pub offset: f64,
+    /// d(offset)/dt: `b`'s clock rate relative to `a`'s, minus one.
+    pub drift: f64,
+    /// Corners (offset at `origin`, drift) of every line consistent with the samples:
+    /// empty when the samples do not bound the line from both sides.
+    pub corners: Vec<(f64, f64)>,
+    /// Residual standard deviation of a regression, ns (0 for a hull fit).
+    pub residual_sd: f64,
+}
+
+impl Piece {
+    /// The estimated offset at `t` in `a`'s clock.
+    pub fn offset_at(&self, t: Nanos) -> f64 {
+        self.offset + self.drift * (t - self.origin) as f64
+    }
+
+    /// The smallest and largest offset consistent with the samples at `t`.
+    pub fn bounds_at(&self, t: Nanos) -> Option<(f64, f64)> {
+        let x = (t - self.origin) as f64;
+        let values = self.corners.iter().map(|&(a, b)| a + b * x);
+        let low = values.clone().fold(f64::INFINITY, f64::min);
+        let high = values.fold(f64::NEG_INFINITY, f64::max);
+        (low <= high).then_some((low, high))
+    }
+
+    /// How uncertain the piece is, ns: half the width of its bounds at its middle, or
+    /// its residual deviation.
+    fn spread(&self) -> f64 {
+        match self.bounds_at(self.start + (self.end - self.start) / 2) {
+            Some((low, high)) => ((high - low) / 2.0).max(self.residual_sd),
+            None => self.residual_sd,
+        }
+    }
+}
+
+/// The fit of one pair of hosts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairFit {
+    /// The first host (capture index).
+    pub a: usize,
+    /// The second host.
+    pub b: usize,
+    /// The method used.
+    pub method: Method,
+    /// How well the pair is known.
+    pub quality: Quality,
+    /// Samples `a → b`.
+    pub forward: usize,
+    /// Samples `b → a`.
+    pub backward: usize,
+    /// Samples left out because no line could agree with them.
+    pub dropped: usize,
+    /// The lines, in time order.
+    pub pieces: Vec<Piece>,
+}
+
+/// Above this uncertainty a pair is only used when there is no other way: a one-sided
+/// fit carries the unknown smallest delay.
+const APPROXIMATE_WEIGHT: f64 = 1e9;
+
+impl PairFit {
+    /// The piece in force at `t` (in `a`'s clock).
+    fn piece(&self, t: Nanos) -> Option<&Piece> {
+        let after = self.pieces.partition_point(|p| p.start <= t);
+        self.pieces.get(after.saturating_sub(1))
+    }
+
+    /// `b`'s clock minus `a`'s at `t` in `a`'s clock, ns.
+    pub fn offset_at(&self, t: Nanos) -> f64 {
+        self.piece(t).map_or(0.0, |p| p.offset_at(t))
+    }
+
+    /// Bounds on that offset, when both directions bound it.
+    pub fn bounds_at(&self, t: Nanos) -> Option<(f64, f64)> {
+        self.piece(t).and_then(|p| p.bounds_at(t))
+    }
+
+    /// The weight of this pair in the graph of hosts: its largest spread, ns.
+    pub fn uncertainty(&self) -> f64 {
+        let spread = self.pieces.iter().map(Piece::spread).fold(0.0, f64::max);
+        match self.quality {
+            Quality::Accurate => spread,
+            _ => APPROXIMATE_WEIGHT + spread,
+        }
+    }
+
+    /// Turns a time in `a`'s clock into `b`'s. Times stay integers: a time since the
+    /// epoch in an `f64` would keep only 256 ns.
+    pub fn a_to_b(&self, t: Nanos) -> Nanos {
+        t + self.offset_at(t).round() as Nanos
+    }
+
+    /// Turns a time in `b`'s clock into `a`'s (the line's inverse, by fixed point:
+    /// the offset changes by nanoseconds over the microseconds it moves a time).
+    pub fn b_to_a(&self, t: Nanos) -> Nanos {
+        let mut a = t - self.offset_at(t).round() as Nanos;
+        for _ in 0..2 {
+            a = t - self.offset_at(a).round() as Nanos;
+        }
+        a
+    }
+}
+
+/// Options of a fit.
+#[derive(Debug, Clone, Copy)]
+pub struct FitOptions {
+    /// The method.
+    pub method: Method,
+    /// Longest piece of a regression (the paper's 30 minutes).
+    pub regression_window: Nanos,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            method: Method::Hull,
+            regression_window: 30 * 60 * 1_000_000_000,
+        }
+    }
+}
+
+/// Fits one pair.
+pub fn fit(samples: &PairSamples, options: &FitOptions) -> PairFit {
+    let mut fit = PairFit {
+        a: samples.a,
+        b: samples.b,
+        method: options.method,
+        quality: Quality::Absent,
+        forward: samples.forward.len(),
+        backward: samples.backward.len(),
+        dropped: 0,
+        pieces: Vec::new(),
+    };
+    if samples.forward.is_empty() && samples.backward.is_empty() {
+        return fit;
+    }
+    let points = Points::new(&samples.forward, &samples.backward);
+    if !points.interleaved() {
+        fit.quality = Quality::Approximate;
+        fit.pieces.push(one_sided(&points));
+        return fit;
+    }
+    fit.quality = Quality::Accurate;
+    match options.method {
+        Method::Hull => {
+            fit.dropped = hull_pieces(points, &mut fit.pieces);
+        }
+        Method::Regression => {
+            regression_pieces(samples, options.regression_window, &mut fit.pieces);
+            if fit.pieces.is_empty() {
+                fit.quality = Quality::Approximate;
+                fit.pieces.push(one_sided(&points));
+            }
+        }
+    }
+    fit
+}
+
+/// Integer points in `a`'s clock: x the time, y the offset bound, both ns.
+#[derive(Debug, Clone)]
+struct Points {
+    /// Upper bounds (from `a → b`), by x.
+    upper: Vec<(i64, i64)>,
+    /// Lower bounds (from `b → a`), by x.
+    lower: Vec<(i64, i64)>,
+}
+
+impl Points {
+    fn new(forward: &[Sample], backward: &[Sample]) -> Points {
+        let mut upper: Vec<(i64, i64)> = forward
+            .iter()
+            .map(|s| (s.sent, s.received - s.sent))
+            .collect();
+        let mut lower: Vec<(i64, i64)> = backward
+            .iter()
+            .map(|s| (s.received, s.sent - s.received))
+            .collect();
+        upper.sort_unstable();
+        lower.sort_unstable();
+        Points { upper, lower }
+    }
+
+    /// Whether each direction has a sample after one of the other's, so that the
+    /// drift is bounded both ways.
+    fn interleaved(&self) -> bool {
+        match (
+            self.upper.first(),
+            self.upper.last(),
+            self.lower.first(),
+            self.lower.last(),
+        ) {
+            (Some(u0), Some(u1), Some(l0), Some(l1)) => u1.0 > l0.0 && l1.0 > u0.0,
+            _ => false,
+        }
+    }
+
+    fn span(&self) -> (i64, i64) {
+        let first = self.upper.iter().chain(&self.lower).map(|p| p.0).min();
+        let last = self.upper.iter().chain(&self.lower).map(|p| p.0).max();
+        (first.unwrap_or(0), last.unwrap_or(0))
+    }
+}
+
+fn cross(o: (i64, i64), p: (i64, i64), q: (i64, i64)) -> i128 {
+    i128::from(p.0 - o.0) * i128::from(q.1 - o.1) - i128::from(p.1 - o.1) * i128::from(q.0 - o.0)
+}
+
+/// The lower convex hull of points sorted by x (the lowest point of each x only).
+fn lower_hull(points: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut hull: Vec<(i64, i64)> = Vec::new();
+    for &p in points {
+        if hull.last().is_some_and(|q| q.0 == p.0) {
+            continue; // sorted by (x, y): the first of an x is its lowest
+        }
+        while hull.len() >= 2 && cross(hull[hull.len() - 2], hull[hull.len() - 1], p) <= 0 {
+            hull.pop();
+        }
+        hull.push(p);
+    }
+    hull
+}
+
+/// The upper convex hull of points sorted by x (the highest point of each x only).
+fn upper_hull(points: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut hull: Vec<(i64, i64)> = Vec::new();
+    for &p in points {
+        if hull.last().is_some_and(|q| q.0 == p.0) {
+            hull.pop(); // sorted by (x, y): the last of an x is its highest
+        }
+        while hull.len() >= 2 && cross(hull[hull.len() - 2], hull[hull.len() - 1], p) >= 0 {
+            hull.pop();
+        }
+        hull.push(p);
+    }
+    hull
+}
+
+/// The two hulls in coordinates around an origin, and the feasible polygon.
+struct Hulls {
+    origin: i64,
+    upper: Vec<(f64, f64)>,
+    lower: Vec<(f64, f64)>,
+}
+
+impl Hulls {
+    fn new(points: &Points, origin: i64) -> Hulls {
+        let shift = |h: Vec<(i64, i64)>| -> Vec<(f64, f64)> {
+            h.into_iter()
+                .map(|(x, y)| ((x - origin) as f64, y as f64))
+                .collect()
+        };
+        Hulls {
+            origin,
+            upper: shift(lower_hull(&points.upper)),
+            lower: shift(upper_hull(&points.lower)),
+        }
+    }
+
+    /// The highest offset at the origin a line of slope `b` may have, and its point.
+    fn ceiling(&self, b: f64) -> (f64, usize) {
+        arg_best(&self.upper, b, |v, best| v < best)
+    }
+
+    /// The lowest offset at the origin a line of slope `b` may have, and its point.
+    fn floor(&self, b: f64) -> (f64, usize) {
+        arg_best(&self.lower, b, |v, best| v > best)
+    }
+
+    /// Room between floor and ceiling at slope `b`.
+    fn room(&self, b: f64) -> f64 {
+        self.ceiling(b).0 - self.floor(b).0
+    }
+
+    /// The slopes where either boundary changes its point, in order.
+    fn breakpoints(&self) -> Vec<f64> {
+        let slopes = |h: &[(f64, f64)]| -> Vec<f64> {
+            h.windows(2)
+                .map(|w| (w[1].1 - w[0].1) / (w[1].0 - w[0].0))
+                .collect()
+        };
+        let mut all = slopes(&self.upper);
+        all.extend(slopes(&self.lower));
+        all.sort_by(f64::total_cmp);
+        all.dedup();
+        all
+    }
+
+    /// The slope with the most room, and that room (negative: the hulls cross).
+    fn widest(&self, breaks: &[f64]) -> (f64, f64) {
+        breaks
+            .iter()
+            .map(|&b| (b, self.room(b)))
+            .max_by(|x, y| x.1.total_cmp(&y.1))
+            .unwrap_or((0.0, self.room(0.0)))
+    }
+
+    /// The corners of the feasible polygon, when there is room.
+    fn polygon(&self) -> Option<Vec<(f64, f64)>> {
+        let breaks = self.breakpoints();
+        let (best, room) = self.widest(&breaks);
+        if room < 0.0 {
+            return None;
+        }
+        // The room shrinks linearly past the outermost breakpoints, at the rate the
+        // outermost points' times differ (interleaving makes it shrink).
+        let root = |from: f64, toward_high: bool| -> f64 {
+            let inner: Vec<f64> = if toward_high {
+                breaks.iter().copied().filter(|&b| b > from).collect()
+            } else {
+                breaks.iter().rev().copied().filter(|&b| b < from).collect()
+            };
+            let mut previous = (from, self.room(from));
+            for b in inner {
+                let r = self.room(b);
+                if r < 0.0 {
+                    return previous.0 + (b - previous.0) * previous.1 / (previous.1 - r);
+                }
+                previous = (b, r);
+            }
+            let step = 1e-6f64.max(previous.0.abs() * 1e-3);
+            let probe = if toward_high {
+                previous.0 + step
+            } else {
+                previous.0 - step
+            };
+            let rate = (self.room(probe) - previous.1) / (probe - previous.0);
+            let outward = if toward_high { rate < 0.0 } else { rate > 0.0 };
+            if outward {
+                previous.0 - previous.1 / rate
+            } else {
+                previous.0
+            }
+        };
+        let (low, high) = (root(best, false), root(best, true));
+        let mut slopes = vec![low];
+        slopes.extend(breaks.iter().copied().filter(|&b| b > low && b < high));
+        slopes.push(high);
+        let mut corners: Vec<(f64, f64)> = slopes.iter().map(|&b| (self.ceiling(b).0, b)).collect();
+        corners.extend(slopes.iter().rev().map(|&b| (self.floor(b).0, b)));
+        Some(corners)
+    }
+}
+
+fn arg_best(points: &[(f64, f64)], b: f64, better: impl Fn(f64, f64) -> bool) -> (f64, usize) {
+    let mut best = (f64::NAN, 0);
+    for (i, &(x, y)) in points.iter().enumerate() {
+        let v = y - b * x;
+        if i == 0 || better(v, best.0) {
+            best = (v, i);
+        }
+    }
+    best
+}
+
+/// The area centroid of a polygon (its shoelace), or the mean of its corners when it
+/// has no area.
+fn centroid(corners: &[(f64, f64)]) -> (f64, f64) {
+    let n = corners.len() as f64;
+    let mean = (
+        corners.iter().map(|c| c.0).sum::<f64>() / n,
+        corners.iter().map(|c| c.1).sum::<f64>() / n,
+    );
+    // Around the mean, and with the slope scaled to the offset's size, so the
+    // products do not lose the polygon's thin width.
+    let scale = corners
+        .iter()
+        .map(|c| (c.1 - mean.1).abs())
+        .fold(0.0, f64::max);
+    if scale == 0.0 {
+        return mean;
+    }
+    let local: Vec<(f64, f64)> = corners
+        .iter()
+        .map(|c| (c.0 - mean.0, (c.1 - mean.1) / scale))
+        .collect();
+    let (mut area, mut cx, mut cy) = (0.0, 0.0, 0.0);
+    for i in 0..local.len() {
+        let (p, q) = (local[i], local[(i + 1) % local.len()]);
+        let w = p.0 * q.1 - q.0 * p.1;
+        area += w;
+        cx += (p.0 + q.0) * w;
+        cy += (p.1 + q.1) * w;
+    }
+    if area.abs() < 1e-12 {
+        return mean;
+    }
+    (
+        mean.0 + cx / (3.0 * area),
+        mean.1 + cy / (3.0 * area) * scale,
+    )
+}
+
+/// Most samples one piece drops to restore consistency before it is split instead.
+const DROP_BUDGET: usize = 16;
+/// Fewest samples per direction in a piece that may be split further.
+const SPLIT_MIN: usize = 16;
+/// A sample whose apparent delay is this much smaller than nearly all others of its
+/// direction (ns) is a bad timestamp.
+const SPIKE_FLOOR: f64 = 10_000.0;
+/// ...and this many times the spread of the low end of the delays (from the `k`-th
+/// smallest to the lower quartile).
+const SPIKE_SPREAD: f64 = 3.0;
+
+/// Fits hull pieces: one line while the samples agree; bad samples dropped (up to a
+/// budget), else the time split in two. Returns the samples dropped.
+fn hull_pieces(mut points: Points, pieces: &mut Vec<Piece>) -> usize {
+    let mut dropped = 0;
+    let (first, last) = points.span();
+    let origin = first + (last - first) / 2;
+    let (mut crossing, mut spikes) = (0, 0);
+    loop {
+        if !points.interleaved() {
+            pieces.push(one_sided(&points));
+            return dropped;
+        }
+        let hulls = Hulls::new(&points, origin);
+        if let Some(corners) = hulls.polygon() {
+            let mut piece = Piece {
+                start: first,
+                end: last,
+                origin,
+                offset: 0.0,
+                drift: 0.0,
+                corners,
+                residual_sd: 0.0,
+            };
+            // The truth lies anywhere between the bounds, so the middle of the bounds is
+            // the estimate with the least worst-case error at each instant; the line is
+            // their least-squares fit over the piece (the centroid of a lopsided polygon
+            // is pulled to one side).
+            match middle_line(&piece, first, last) {
+                Some((offset, drift)) => (piece.offset, piece.drift) = (offset, drift),
+                None => (piece.offset, piece.drift) = centroid(&piece.corners),
+            }
+            // Fewer spikes than the rank they are measured against: a few bad
+            // timestamps, not a change of drift.
+            if spikes + 1 < spike_rank(points.upper.len().min(points.lower.len())) {
+                if let Some((upper, point)) = worst_spike(&points, &piece) {
+                    remove_point(
+                        if upper {
+                            &mut points.upper
+                        } else {
+                            &mut points.lower
+                        },
+                        point,
+                    );
+                    spikes += 1;
+                    dropped += 1;
+                    continue;
+                }
+            }
+            pieces.push(piece);
+            return dropped;
+        }
+        let splittable = points.upper.len() >= 2 * SPLIT_MIN && points.lower.len() >= 2 * SPLIT_MIN;
+        if splittable && crossing >= DROP_BUDGET {
+            break;
+        }
+        drop_crossing(&mut points, &hulls);
+        crossing += 1;
+        dropped += 1;
+    }
+    // Split at the middle of the time span; each half fitted on its own.
+    let middle = origin;
+    let half = |keep: &dyn Fn(i64) -> bool| Points {
+        upper: points.upper.iter().copied().filter(|p| keep(p.0)).collect(),
+        lower: points.lower.iter().copied().filter(|p| keep(p.0)).collect(),
+    };
+    let (early, late) = (half(&|x| x < middle), half(&|x| x >= middle));
+    for part in [early, late] {
+        if part.interleaved() {
+            dropped += hull_pieces(part, pieces);
+        } else if !part.upper.is_empty() || !part.lower.is_empty() {
+            pieces.push(one_sided(&part));
+        }
+    }
+    dropped
+}
+
+/// The least-squares line through the middles of a piece's bounds at evenly spaced
+/// instants, as (offset at the origin, drift).
+fn middle_line(piece: &Piece, first: Nanos, last: Nanos) -> Option<(f64, f64)> {
+    const STEPS: i64 = 64;
+    if last <= first {
+        return None;
+    }
+    let mut points = Vec::with_capacity(STEPS as usize + 1);
+    for i in 0..=STEPS {
+        let t = first + ((last - first) as i128 * i128::from(i) / i128::from(STEPS)) as Nanos;
+        let (low, high) = piece.bounds_at(t)?;
+        points.push(((t - piece.origin) as f64, (low + high) / 2.0));
+    }
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let drift = sxy / sxx;
+    Some((mean_y - drift * mean_x, drift))
+}
+
+/// Drops the one sample whose removal most widens the room where the hulls cross.
+fn drop_crossing(points: &mut Points, hulls: &Hulls) {
+    let (best, _) = hulls.widest(&hulls.breakpoints());
+    let (_, u) = hulls.ceiling(best);
+    let (_, l) = hulls.floor(best);
+    let unshift = |p: (f64, f64)| ((p.0 as i64) + hulls.origin, p.1 as i64);
+    let (u, l) = (unshift(hulls.upper[u]), unshift(hulls.lower[l]));
+    let try_without = |which: bool| -> f64 {
+        let mut trial = points.clone();
+        remove_point(
+            if which {
+                &mut trial.upper
+            } else {
+                &mut trial.lower
+            },
+            if which { u } else { l },
+        );
+        let h = Hulls::new(&trial, hulls.origin);
+        h.widest(&h.breakpoints()).1
+    };
+    if try_without(true) >= try_without(false) {
+        remove_point(&mut points.upper, u);
+    } else {
+        remove_point(&mut points.lower, l);
+    }
+}
+
+fn remove_point(points: &mut Vec<(i64, i64)>, p: (i64, i64)) {
+    if let Ok(i) = points.binary_search(&p) {
+        points.remove(i);
+    }
+}
+
+/// The sample whose bound is far tighter than nearly all others of its direction: a
+/// timestamp taken early (or late) by tens of microseconds makes a sample claim a
+/// delay the others never come near, and a consistent but false bound pulls the whole
+/// line. Slack is the apparent delay past the estimated line; a sample is a spike when
+/// its slack is below the `k`-th smallest of its direction by more than the floor.
+fn worst_spike(points: &Points, piece: &Piece) -> Option<(bool, (i64, i64))> {
+    let mut worst: Option<(f64, bool, (i64, i64))> = None;
+    for upper in [true, false] {
+        let list = if upper { &points.upper } else { &points.lower };
+        let k = spike_rank(list.len());
+        if k == 0 {
+            continue;
+        }
+        let slack = |&(x, y): &(i64, i64)| {
+            let line = piece.offset_at(x);
+            if upper {
+                y as f64 - line
+            } else {
+                line - y as f64
+            }
+        };
+        let mut slacks: Vec<(f64, (i64, i64))> = list.iter().map(|p| (slack(p), *p)).collect();
+        slacks.select_nth_unstable_by(k, |a, b| a.0.total_cmp(&b.0));
+        let kth = slacks[k].0;
+        let (least, point) = slacks[..k]
+            .iter()
+            .copied()
+            .min_by(|a, b| a.0.total_cmp(&b.0))?;
+        // The delays' own spread at their low end: a sharp edge (an idle LAN) makes a
+        // bad timestamp stand out by microseconds; a wide one hides it in its tail.
+        let quarter = slacks.len() / 4;
+        let (_, q25, _) = slacks.select_nth_unstable_by(quarter, |a, b| a.0.total_cmp(&b.0));
+        let spread = q25.0 - kth;
+        let depth = kth - least;
+        let deeper = match worst {
+            None => true,
+            Some((d, ..)) => depth > d,
+        };
+        if depth > SPIKE_FLOOR.max(SPIKE_SPREAD * spread) && deeper {
+            worst = Some((depth, upper, point));
+        }
+    }
+    worst.map(|(_, upper, point)| (upper, point))
+}
+
+/// The rank a spike is measured against: a few percent of a direction's samples, at
+/// least four; 0 when there are too few samples to tell.
+fn spike_rank(samples: usize) -> usize {
+    if samples < 16 {
+        0
+    } else {
+        (samples / 50).max(4)
+    }
+}
+
+/// A line bounded from one side only: the hull edge under (or over) the middle sample,
+/// taken as if the smallest delay seen were zero; with both directions but no
+/// interleaving, the flat line midway.
+fn one_sided(points: &Points) -> Piece {
+    let (first, last) = points.span();
+    let origin = first + (last - first) / 2;
+    let edge = |hull: Vec<(i64, i64)>| -> (f64, f64) {
+        let i = hull
+            .partition_point(|p| p.0 < origin)
+            .clamp(1, hull.len().max(1));
+        match (hull.get(i - 1), hull.get(i)) {
+            (Some(p), Some(q)) => {
+                let slope = (q.1 - p.1) as f64 / (q.0 - p.0) as f64;
+                (p.1 as f64 + slope * (origin - p.0) as f64, slope)
+            }
+            (Some(p), None) => (p.1 as f64, 0.0),
+            _ => (0.0, 0.0),
+        }
+    };
+    let (offset, drift) = match (points.upper.is_empty(), points.lower.is_empty()) {
+        (false, true) => edge(lower_hull(&points.upper)),
+        (true, false) => edge(upper_hull(&points.lower)),
+        _ => {
+            let ceiling = points.upper.iter().map(|p| p.1).min().unwrap_or(0);
+            let floor = points.lower.iter().map(|p| p.1).max().unwrap_or(0);
+            ((ceiling as f64 + floor as f64) / 2.0, 0.0)
+        }
+    };
+    Piece {
+        start: first,
+        end: last,
+        origin,
+        offset,
+        drift,
+        corners: Vec::new(),
+        residual_sd: 0.0,
+    }
+}
+
+/// One exchange: a segment one way and the next the other way.
+struct Exchange {
+    /// When, in `a`'s clock.
+    at: Nanos,
+    /// The exchange's offset estimate: half the difference of the two one-way delays.
+    offset: f64,
+    /// Half the round trip less the time at the far end: how wrong `offset` can be.
+    error: f64,
+}
+
+/// Longest wait at the far end for an exchange to count.
+const EXCHANGE_TURN: Nanos = 1_000_000_000;
+
+/// The paper's regression (its equations 3–8), per window of time.
+fn regression_pieces(samples: &PairSamples, window: Nanos, pieces: &mut Vec<Piece>) {
+    let mut exchanges = Vec::new();
+    // a → b answered by b → a, and b → a answered by a → b.
+    for (out, back, a_first) in [
+        (&samples.forward, &samples.backward, true),
+        (&samples.backward, &samples.forward, false),
+    ] {
+        for s in out {
+            let i = back.partition_point(|r| r.sent < s.received);
+            let Some(r) = back.get(i).filter(|r| r.sent - s.received <= EXCHANGE_TURN) else {
+                continue;
+            };
+            let (t1, t2, t3, t4) = (s.sent, s.received, r.sent, r.received);
+            let offset = ((t2 - t1) + (t3 - t4)) as f64 / 2.0;
+            let error = ((t4 - t1) - (t3 - t2)) as f64 / 2.0;
+            exchanges.push(if a_first {
+                Exchange {
+                    at: t1,
+                    offset,
+                    error,
+                }
+            } else {
+                Exchange {
+                    at: t2,
+                    offset: -offset,
+                    error,
+                }
+            });
+        }
+    }
+    exchanges.sort_by_key(|e| e.at);
+    let mut start = 0;
+    while start < exchanges.len() {
+        let until = exchanges[start].at.saturating_add(window);
+        let end = start + exchanges[start..].partition_point(|e| e.at < until);
+        if let Some(piece) = regression_line(&exchanges[start..end]) {
+            pieces.push(piece);
+        }
+        start = end;
+    }
+}
+
+/// The least-squares line through the 90% of exchanges with the smallest error.
+fn regression_line(exchanges: &[Exchange]) -> Option<Piece> {
+    let mut kept: Vec<&Exchange> = exchanges.iter().collect();
+    kept.sort_by(|x, y| x.error.total_cmp(&y.error));
+    kept.truncate(((exchanges.len() as f64) * 0.9).ceil() as usize);
+    if kept.len() < 2 {
+        return None;
+    }
+    let start = exchanges.first()?.at;
+    let end = exchanges.last()?.at;
+    let origin = start + (end - start) / 2;
+    let n = kept.len() as f64;
+    let mean_x = kept.iter().map(|e| (e.at - origin) as f64).sum::<f64>() / n;
+    let mean_y = kept.iter().map(|e| e.offset).sum::<f64>() / n;
+    let (mut sxx, mut sxy) = (0.0, 0.0);
+    for e in &kept {
+        let dx = (e.at - origin) as f64 - mean_x;
+        sxx += dx * dx;
+        sxy += dx * (e.offset - mean_y);
+    }
+    let drift = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    let offset = mean_y - drift * mean_x;
+    let residuals: f64 = kept
+        .iter()
+        .map(|e| {
+            let r = e.offset - offset - drift * (e.at - origin) as f64;
+            r * r
+        })
+        .sum();
+    let residual_sd = if kept.len() > 2 {
+        (residuals / (n - 2.0)).sqrt()
+    } else {
+        0.0
+    };
+    Some(Piece {
+        start,
+        end,
+        origin,
+        offset,
+        drift,
+        corners: Vec::new(),
+        residual_sd,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples of a pair whose `b` clock reads `offset + drift·t` ahead of `a`'s, one
+    /// exchange every `period`, with delays given per exchange.
+    fn exchanges(offset: f64, drift: f64, delays: &[(Nanos, Nanos)], period: Nanos) -> PairSamples {
+        let b_clock = |t: Nanos| t + (offset + drift * t as f64).round() as Nanos;
+        let mut pair = PairSamples {
+            a: 0,
+            b: 1,
+            ..PairSamples::default()
+        };
+        for (i, &(forward, backward)) in delays.iter().enumerate() {
+            let t = 1_000_000_000 + i as Nanos * period;
+            pair.forward.push(Sample {
+                sent: t,
+                received: b_clock(t + forward),
+            });
+            let answer = t + forward + 20_000;
+            pair.backward.push(Sample {
+                sent: b_clock(answer),
+                received: answer + backward,
+            });
+        }
+        pair
+    }
+
+    #[test]
+    fn hull_recovers_offset_and_drift_and_its_bounds_hold_the_truth() {
+        let delays: Vec<(Nanos, Nanos)> = (0..200)
+            .map(|i| {
+                (
+                    50_000 + (i * 7919 % 40) * 1_000,
+                    50_000 + (i * 104_729 % 40) * 1_000,
+                )
+            })
+            .collect();
+        let pair = exchanges(2.5e9, 80e-6, &delays, 1_000_000_000);
+        let fit = fit(&pair, &FitOptions::default());
+        assert_eq!(fit.quality, Quality::Accurate);
+        assert_eq!(fit.pieces.len(), 1);
+        for second in 1..200 {
+            let t = second * 1_000_000_000;
+            let truth = 2.5e9 + 80e-6 * t as f64;
+            let (low, high) = fit.bounds_at(t).unwrap();
+            assert!(
+                low <= truth + 1.0 && truth <= high + 1.0,
+                "{low} {truth} {high}"
+            );
+            // Never further than half the bounds' width; in the middle, within 1 µs.
+            let error = (fit.offset_at(t) - truth).abs();
+            assert!(error <= (high - low) / 2.0 + 1.0, "{error} at {second} s");
+            if (50..150).contains(&second) {
+                assert!(error < 1_000.0, "{error} at {second} s");
+            }
+        }
+        assert!((fit.pieces[0].drift - 80e-6).abs() < 1e-8);
+    }
+
+    #[test]
+    fn queueing_one_way_pulls_the_regression_but_not_the_hull() {
+        // Every third segment a → b waits 100 µs in a queue.
+        let delays: Vec<(Nanos, Nanos)> = (0..300)
+            .map(|i| (50_000 + if i % 3 == 0 { 0 } else { 100_000 }, 50_000))
+            .collect();
+        let pair = exchanges(1e6, 0.0, &delays, 100_000_000);
+        let hull = fit(&pair, &FitOptions::default());
+        let regression = fit(
+            &pair,
+            &FitOptions {
+                method: Method::Regression,
+                ..FitOptions::default()
+            },
+        );
+        let t = 10_000_000_000;
+        assert!(
+            (hull.offset_at(t) - 1e6).abs() < 1_000.0,
+            "{} {:?}",
+            hull.offset_at(t),
+            hull
+        );
+        assert!((regression.offset_at(t) - 1e6).abs() > 20_000.0);
+    }
+
+    #[test]
+    fn a_crossing_sample_is_dropped_and_an_early_one_is_a_spike() {
+        let delays: Vec<(Nanos, Nanos)> = (0..100)
+            .map(|i| (50_000 + (i % 7) * 500, 50_000 + (i % 5) * 500))
+            .collect();
+        let mut pair = exchanges(0.0, 0.0, &delays, 1_000_000_000);
+        // A receive stamped 120 µs early: the sample claims a negative delay.
+        pair.forward[40].received -= 120_000;
+        // A receive stamped 40 µs early: consistent, but far tighter than the rest.
+        pair.backward[70].received -= 40_000;
+        let fit = fit(&pair, &FitOptions::default());
+        assert_eq!(fit.quality, Quality::Accurate);
+        assert_eq!(fit.dropped, 2);
+        assert!(fit.offset_at(50_000_000_000).abs() < 1_000.0);
+    }
+
+    #[test]
+    fn one_direction_only_is_approximate() {
+        let delays: Vec<(Nanos, Nanos)> = (0..10).map(|_| (50_000, 50_000)).collect();
+        let mut pair = exchanges(7e6, 0.0, &delays, 1_000_000_000);
+        pair.backward.clear();
+        let fit = fit(&pair, &FitOptions::default());
+        assert_eq!(fit.quality, Quality::Approximate);
+        // The smallest delay is taken as zero.
+        assert!((fit.offset_at(5_000_000_000) - 7.05e6).abs() < 1.0);
+        assert!(fit.bounds_at(5_000_000_000).is_none());
+    }
+}

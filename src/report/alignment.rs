@@ -1,0 +1,99 @@
+//! The clock alignment as a table for people: per host its offset and drift against
+//! the reference, bounds, quality, samples and route; then the pairs, what pairing
+//! left out, and the loop checks. Every number comes from [`crate::align`].
+
+use crate::align::fit::Quality;
+use crate::align::Alignment;
+use crate::trace::time::human_duration;
+use std::io::{self, Write};
+
+/// Writes the alignment table.
+pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result<()> {
+    let method = match alignment.method {
+        crate::align::fit::Method::Hull => "convex hulls",
+        crate::align::fit::Method::Regression => "regression",
+    };
+    match &alignment.reference {
+        Some(reference) => writeln!(
+            out,
+            "clock alignment ({method}), reference {reference}; offset = host clock − reference clock"
+        )?,
+        None => writeln!(out, "clock alignment ({method}): no two hosts share a TCP segment")?,
+    }
+    let width = alignment
+        .hosts
+        .iter()
+        .map(|h| h.host.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    writeln!(
+        out,
+        "  {:<width$}  {:>20}  {:>12}  {:>11}  {:<11}  {:>9}  via",
+        "host", "offset", "drift", "bound", "quality", "samples"
+    )?;
+    for host in &alignment.hosts {
+        if host.reference {
+            writeln!(out, "  {:<width$}  {:>20}", host.host, "reference")?;
+            continue;
+        }
+        if host.quality == Quality::Absent {
+            writeln!(
+                out,
+                "  {:<width$}  {:>20}  {:>12}  {:>11}  {:<11}",
+                host.host, "-", "-", "-", "unaligned"
+            )?;
+            continue;
+        }
+        let bound = match host.bound_ns {
+            Some(b) => format!("±{}", human_duration(b)),
+            None => "one-sided".to_string(),
+        };
+        writeln!(
+            out,
+            "  {:<width$}  {:>20}  {:>12}  {:>11}  {:<11}  {:>9}  {}",
+            host.host,
+            format!("{:+.6} ms", host.offset_ns / 1e6),
+            format!("{:+.3} ppm", host.drift_ppm),
+            bound,
+            host.quality.to_string(),
+            host.samples,
+            host.via.join(" → ")
+        )?;
+    }
+    let p = &alignment.pairing;
+    writeln!(
+        out,
+        "  segments: {} ends between captured hosts, {} matched at both ends; left out: {} repeated (retransmissions), {} seen at one end only",
+        p.segments, p.matched, p.repeated, p.one_ended
+    )?;
+    for pair in &alignment.pairs {
+        if pair.dropped > 0 || pair.pieces > 1 {
+            writeln!(
+                out,
+                "  note: {}–{}: {} samples dropped (no line agreed with them, or they claimed a far shorter delay than the rest), {} line(s) over time",
+                pair.hosts.0, pair.hosts.1, pair.dropped, pair.pieces
+            )?;
+        }
+    }
+    for check in &alignment.loops {
+        let allowed = match check.allowed_ns {
+            Some(a) => format!("±{}", human_duration(a)),
+            None => "unbounded".to_string(),
+        };
+        writeln!(
+            out,
+            "  loop {}–{}: direct fit {} from the routes ({} allowed){}",
+            check.hosts.0,
+            check.hosts.1,
+            human_duration(check.residual_ns),
+            allowed,
+            if check.disagrees {
+                ": DISAGREES, one fit on this loop is wrong"
+            } else {
+                ""
+            }
+        )?;
+    }
+    Ok(())
+}

@@ -416,13 +416,16 @@ pub fn run() -> Result<()> {
 
 fn align_command(args: AlignArgs) -> Result<()> {
     if let Some(text) = args.files.iter().find(|p| !capture::is_capture(p)) {
-        anyhow::bail!(
+        return Err(Usage(format!(
             "{} is not a pcap or pcapng capture: align reads captures only",
             text.display()
-        );
+        ))
+        .into());
     }
     let Some(method) = args.capture.align.method() else {
-        anyhow::bail!("--align off leaves nothing to do: choose hull or regression");
+        return Err(
+            Usage("--align off leaves nothing to do: choose hull or regression".into()).into(),
+        );
     };
     let mut options = args.capture.options()?;
     options.clock_stamps = true;
@@ -448,11 +451,12 @@ fn align_command(args: AlignArgs) -> Result<()> {
             });
             let output = dir.join(name);
             if output.canonicalize().ok() == host.path.canonicalize().ok() {
-                anyhow::bail!(
+                return Err(Usage(format!(
                     "--write {} would overwrite {}: choose another directory",
                     dir.display(),
                     host.path.display()
-                );
+                ))
+                .into());
             }
             let written = capture::write::rewrite_times(
                 &host.path,
@@ -465,6 +469,11 @@ fn align_command(args: AlignArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// A request that cannot be carried out as asked (exit code 2, like bad input).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(String);
 
 fn write_json(value: &impl serde::Serialize, w: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, value)?;

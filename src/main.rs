@@ -13,5 +13,6 @@ fn main() -> ExitCode {
             || cause.is::<blackbox::eval::paths::EvalError>()
             || cause.is::<blackbox::eval::calls::TruthFileError>()
             || cause.is::<blackbox::capture::CaptureError>()
+            || cause.is::<cli::Usage>()
     })
 }

@@ -12,6 +12,8 @@ pub use blackbox::capture::write::Container;
 use blackbox::trace::Nanos;
 use etherparse::PacketBuilder;
 use pcap_parser::Linktype;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufWriter, Write};
 use std::net::Ipv4Addr;
@@ -86,6 +88,48 @@ struct Side {
 
 struct Writer {
     packets: BTreeMap<u32, Vec<(Nanos, Vec<u8>)>>,
+    server_port: u16,
+    link: Option<(Link, ChaCha8Rng)>,
+}
+
+/// A network between the hosts for [`write_over`]: each packet's one-way delay is drawn
+/// afresh, instead of every packet of a message taking the trace's network delay.
+/// What clock alignment must cope with: a smallest delay, jitter, serialisation that
+/// makes large packets slower, and queueing in one direction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// The smallest one-way delay (propagation, stacks), ns.
+    pub base: Nanos,
+    /// Mean of an exponential jitter on every packet, ns.
+    pub jitter: Nanos,
+    /// Serialisation, ns per byte of the frame (8 at 1 Gbit/s).
+    pub per_byte: f64,
+    /// Mean of an exponential queueing delay on packets from servers to clients (a
+    /// loaded direction), ns; 0 for none.
+    pub queueing: Nanos,
+    /// Seed of the draws.
+    pub seed: u64,
+}
+
+impl Link {
+    fn delay(&self, rng: &mut ChaCha8Rng, frame: usize, from_server: bool) -> Nanos {
+        let exponential = |rng: &mut ChaCha8Rng, mean: Nanos| -> Nanos {
+            if mean <= 0 {
+                return 0;
+            }
+            let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+            (-u.ln() * mean as f64).round() as Nanos
+        };
+        let queue = if from_server {
+            exponential(rng, self.queueing)
+        } else {
+            0
+        };
+        self.base
+            + (self.per_byte * frame as f64).round() as Nanos
+            + exponential(rng, self.jitter)
+            + queue
+    }
 }
 
 impl Writer {
@@ -122,6 +166,12 @@ impl Writer {
             .expect("writing to a Vec cannot fail and the sizes are in range");
         let advance = payload.len() as u32 + u32::from(flags.contains('S') || flags.contains('F'));
         from.seq = from.seq.wrapping_add(advance);
+        let received = match (&mut self.link, sent) {
+            (Some((link, rng)), Some(at)) => {
+                Some(at + link.delay(rng, bytes.len(), from.port == self.server_port))
+            }
+            _ => received,
+        };
         if let Some(time) = sent {
             self.packets
                 .entry(from.node)
@@ -207,6 +257,29 @@ pub fn write(
     payload: Payload,
     container: Container,
 ) -> io::Result<Written> {
+    write_captures(trace, dir, payload, container, None)
+}
+
+/// Like [`write`], with every packet delayed by `link` on its way: a segment is stamped
+/// at its send time in the sender's capture and at that time plus a fresh draw of the
+/// link's delay in the receiver's.
+pub fn write_over(
+    trace: &Generated,
+    dir: &Path,
+    payload: Payload,
+    container: Container,
+    link: &Link,
+) -> io::Result<Written> {
+    write_captures(trace, dir, payload, container, Some(link))
+}
+
+fn write_captures(
+    trace: &Generated,
+    dir: &Path,
+    payload: Payload,
+    container: Container,
+    link: Option<&Link>,
+) -> io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     let mut written = Written::default();
     // Gather both ends of every call and its return.
@@ -242,14 +315,16 @@ pub fn write(
     let one_ended = !trace.lines.iter().any(|l| l.received);
     let mut numbers: Vec<u64> = calls.keys().copied().collect();
     numbers.sort_unstable();
-    let mut writer = Writer {
-        packets: BTreeMap::new(),
-    };
-    let mut next_port: HashMap<u32, u16> = HashMap::new();
     let server_port = match payload {
         Payload::Http => 80,
         Payload::OncRpc => 111,
     };
+    let mut writer = Writer {
+        packets: BTreeMap::new(),
+        server_port,
+        link: link.map(|l| (l.clone(), ChaCha8Rng::seed_from_u64(l.seed))),
+    };
+    let mut next_port: HashMap<u32, u16> = HashMap::new();
     let mut truth = String::new();
     for number in numbers {
         let call = &calls[&number];
@@ -268,6 +343,14 @@ pub fn write(
         let backward = match (reply_ends.sent, reply_ends.received) {
             (Some(s), Some(r)) => (r - s).max(0),
             _ => forward,
+        };
+        // Over a link, a host answers a handshake segment after its typical arrival.
+        let (forward, backward) = match link {
+            Some(l) => {
+                let typical = l.base + l.jitter + (l.per_byte * 64.0) as Nanos;
+                (forward.max(typical), backward.max(typical + l.queueing))
+            }
+            None => (forward, backward),
         };
         let port = next_port.entry(call.from).or_insert(32_768);
         let mut client = Side {

@@ -304,15 +304,24 @@ struct Hulls {
 
 impl Hulls {
     fn new(points: &Points, origin: i64) -> Hulls {
-        let shift = |h: Vec<(i64, i64)>| -> Vec<(f64, f64)> {
-            h.into_iter()
-                .map(|(x, y)| ((x - origin) as f64, y as f64))
+        Hulls::of(
+            &lower_hull(&points.upper),
+            &upper_hull(&points.lower),
+            origin,
+        )
+    }
+
+    /// From the lower hull of the upper bounds and the upper hull of the lower ones.
+    fn of(upper: &[(i64, i64)], lower: &[(i64, i64)], origin: i64) -> Hulls {
+        let shift = |h: &[(i64, i64)]| -> Vec<(f64, f64)> {
+            h.iter()
+                .map(|&(x, y)| ((x - origin) as f64, y as f64))
                 .collect()
         };
         Hulls {
             origin,
-            upper: shift(lower_hull(&points.upper)),
-            lower: shift(upper_hull(&points.lower)),
+            upper: shift(upper),
+            lower: shift(lower),
         }
     }
 
@@ -454,20 +463,21 @@ fn centroid(corners: &[(f64, f64)]) -> (f64, f64) {
 const DROP_BUDGET: usize = 16;
 /// Fewest samples per direction in a piece that may be split further.
 const SPLIT_MIN: usize = 16;
-/// A sample whose apparent delay is this much smaller than nearly all others of its
-/// direction (ns) is a bad timestamp.
+/// A sample whose slack is below its neighbours' by this much (ns)...
 const SPIKE_FLOOR: f64 = 10_000.0;
-/// ...and this many times the spread of the low end of the delays (from the `k`-th
-/// smallest to the lower quartile).
-const SPIKE_SPREAD: f64 = 3.0;
+/// ...and by this many times the 90th percentile of such gaps, is a bad timestamp.
+const SPIKE_SPREAD: f64 = 4.0;
 
 /// Fits hull pieces: one line while the samples agree; bad samples dropped (up to a
 /// budget), else the time split in two. Returns the samples dropped.
 fn hull_pieces(mut points: Points, pieces: &mut Vec<Piece>) -> usize {
-    let mut dropped = 0;
     let (first, last) = points.span();
     let origin = first + (last - first) / 2;
-    let (mut crossing, mut spikes) = (0, 0);
+    let mut dropped = 0;
+    let mut crossing = 0;
+    // Bad timestamps are looked for once a line exists: a few at most (a rank of the
+    // samples), else the samples are what they are.
+    let mut spikes_checked = false;
     loop {
         if !points.interleaved() {
             pieces.push(one_sided(&points));
@@ -492,22 +502,29 @@ fn hull_pieces(mut points: Points, pieces: &mut Vec<Piece>) -> usize {
                 Some((offset, drift)) => (piece.offset, piece.drift) = (offset, drift),
                 None => (piece.offset, piece.drift) = centroid(&piece.corners),
             }
-            // Fewer spikes than the rank they are measured against: a few bad
-            // timestamps, not a change of drift.
-            if spikes + 1 < spike_rank(points.upper.len().min(points.lower.len())) {
-                if let Some((upper, point)) = worst_spike(&points, &piece) {
-                    remove_point(
-                        if upper {
-                            &mut points.upper
-                        } else {
-                            &mut points.lower
-                        },
-                        point,
-                    );
-                    spikes += 1;
-                    dropped += 1;
+            if !spikes_checked {
+                spikes_checked = true;
+                let found = spikes(&points, &piece);
+                let most = spike_rank(points.upper.len().min(points.lower.len()));
+                if !found.is_empty() && found.len() <= most {
+                    for (upper, point) in found {
+                        remove_point(
+                            if upper {
+                                &mut points.upper
+                            } else {
+                                &mut points.lower
+                            },
+                            point,
+                        );
+                        dropped += 1;
+                    }
                     continue;
                 }
+            }
+            let splittable =
+                points.upper.len() >= 2 * SPLIT_MIN && points.lower.len() >= 2 * SPLIT_MIN;
+            if splittable && curved(&points, &piece) {
+                break;
             }
             pieces.push(piece);
             return dropped;
@@ -559,6 +576,58 @@ fn middle_line(piece: &Piece, first: Nanos, last: Nanos) -> Option<(f64, f64)> {
     Some((mean_y - drift * mean_x, drift))
 }
 
+/// Whether the clocks' relation bends within a piece although one line still fits
+/// (a drift that wanders less than the smallest delays): in time bins, the middle of
+/// the two directions' smallest slacks tracks the true offset; when it strays from a
+/// line by more than the tolerance, the piece is split.
+fn curved(points: &Points, piece: &Piece) -> bool {
+    const BINS: i64 = 8;
+    let span = piece.end - piece.start;
+    if span <= 0 {
+        return false;
+    }
+    let bin_of = |x: i64| {
+        (((x - piece.start) as i128 * i128::from(BINS) / (span as i128 + 1)) as usize)
+            .min(BINS as usize - 1)
+    };
+    let mut least = vec![(f64::INFINITY, f64::INFINITY, 0usize, 0usize); BINS as usize];
+    for &(x, y) in &points.upper {
+        let b = &mut least[bin_of(x)];
+        b.0 = b.0.min(y as f64 - piece.offset_at(x));
+        b.2 += 1;
+    }
+    for &(x, y) in &points.lower {
+        let b = &mut least[bin_of(x)];
+        b.1 = b.1.min(piece.offset_at(x) - y as f64);
+        b.3 += 1;
+    }
+    let middles: Vec<(f64, f64)> = least
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.2 >= 2 && b.3 >= 2)
+        .map(|(k, b)| (k as f64, (b.0 - b.1) / 2.0))
+        .collect();
+    if middles.len() < 4 {
+        return false;
+    }
+    let n = middles.len() as f64;
+    let mean_x = middles.iter().map(|m| m.0).sum::<f64>() / n;
+    let mean_y = middles.iter().map(|m| m.1).sum::<f64>() / n;
+    let sxx: f64 = middles.iter().map(|m| (m.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = middles
+        .iter()
+        .map(|m| (m.0 - mean_x) * (m.1 - mean_y))
+        .sum();
+    let slope = sxy / sxx;
+    middles
+        .iter()
+        .any(|m| (m.1 - mean_y - slope * (m.0 - mean_x)).abs() > CURVE_TOLERANCE)
+}
+
+/// How far (ns) the middle of the smallest slacks may stray from a line before a piece
+/// is split: twice the accuracy the fits aim at.
+const CURVE_TOLERANCE: f64 = 2_000.0;
+
 /// Drops the one sample whose removal most widens the room where the hulls cross.
 fn drop_crossing(points: &mut Points, hulls: &Hulls) {
     let (best, _) = hulls.widest(&hulls.breakpoints());
@@ -592,49 +661,61 @@ fn remove_point(points: &mut Vec<(i64, i64)>, p: (i64, i64)) {
     }
 }
 
-/// The sample whose bound is far tighter than nearly all others of its direction: a
-/// timestamp taken early (or late) by tens of microseconds makes a sample claim a
-/// delay the others never come near, and a consistent but false bound pulls the whole
-/// line. Slack is the apparent delay past the estimated line; a sample is a spike when
-/// its slack is below the `k`-th smallest of its direction by more than the floor.
-fn worst_spike(points: &Points, piece: &Piece) -> Option<(bool, (i64, i64))> {
-    let mut worst: Option<(f64, bool, (i64, i64))> = None;
+/// Samples that claim a far shorter delay than their neighbours: a timestamp taken
+/// early (or late) by tens of microseconds gives a bound that is consistent but false,
+/// and pulls the whole line. Slack is a sample's apparent delay past the current line;
+/// a sample is a spike when its slack is below the third smallest of the samples on
+/// each side of it (the same direction, in time order) by more than the floor and four
+/// times what the honest tail of such gaps reaches. Neighbours share the line's error, so a line
+/// the spike itself has pulled does not hide it.
+fn spikes(points: &Points, piece: &Piece) -> Vec<(bool, (i64, i64))> {
+    const AROUND: usize = 16;
+    let mut found = Vec::new();
     for upper in [true, false] {
         let list = if upper { &points.upper } else { &points.lower };
-        let k = spike_rank(list.len());
-        if k == 0 {
+        if list.len() < 2 * AROUND {
             continue;
         }
-        let slack = |&(x, y): &(i64, i64)| {
-            let line = piece.offset_at(x);
-            if upper {
-                y as f64 - line
-            } else {
-                line - y as f64
-            }
-        };
-        let mut slacks: Vec<(f64, (i64, i64))> = list.iter().map(|p| (slack(p), *p)).collect();
-        slacks.select_nth_unstable_by(k, |a, b| a.0.total_cmp(&b.0));
-        let kth = slacks[k].0;
-        let (least, point) = slacks[..k]
+        let slack: Vec<f64> = list
             .iter()
-            .copied()
-            .min_by(|a, b| a.0.total_cmp(&b.0))?;
-        // The delays' own spread at their low end: a sharp edge (an idle LAN) makes a
-        // bad timestamp stand out by microseconds; a wide one hides it in its tail.
-        let quarter = slacks.len() / 4;
-        let (_, q25, _) = slacks.select_nth_unstable_by(quarter, |a, b| a.0.total_cmp(&b.0));
-        let spread = q25.0 - kth;
-        let depth = kth - least;
-        let deeper = match worst {
-            None => true,
-            Some((d, ..)) => depth > d,
+            .map(|&(x, y)| {
+                let line = piece.offset_at(x);
+                if upper {
+                    y as f64 - line
+                } else {
+                    line - y as f64
+                }
+            })
+            .collect();
+        // The third smallest on each side, the smaller of the two: an error of the
+        // line's slope raises one side and lowers the other. Samples with fewer than
+        // three on a side are not judged.
+        let third = |range: std::ops::Range<usize>| -> Option<f64> {
+            let mut near: Vec<f64> = slack[range].to_vec();
+            (near.len() >= 3).then(|| *near.select_nth_unstable_by(2, f64::total_cmp).1)
         };
-        if depth > SPIKE_FLOOR.max(SPIKE_SPREAD * spread) && deeper {
-            worst = Some((depth, upper, point));
-        }
+        let gaps: Vec<f64> = (0..list.len())
+            .map(|i| {
+                let left = third(i.saturating_sub(AROUND)..i);
+                let right = third(i + 1..(i + AROUND + 1).min(list.len()));
+                match (left, right) {
+                    (Some(l), Some(r)) => l.min(r) - slack[i],
+                    _ => f64::NEG_INFINITY,
+                }
+            })
+            .collect();
+        let mut sorted = gaps.clone();
+        sorted.sort_by(f64::total_cmp);
+        let honest = sorted[sorted.len() * 9 / 10];
+        let threshold = SPIKE_FLOOR.max(SPIKE_SPREAD * honest);
+        found.extend(
+            gaps.iter()
+                .zip(list)
+                .filter(|(&gap, _)| gap > threshold)
+                .map(|(_, &p)| (upper, p)),
+        );
     }
-    worst.map(|(_, upper, point)| (upper, point))
+    found
 }
 
 /// The rank a spike is measured against: a few percent of a direction's samples, at
@@ -839,9 +920,17 @@ mod tests {
             );
             // Never further than half the bounds' width; in the middle, within 1 µs.
             let error = (fit.offset_at(t) - truth).abs();
-            assert!(error <= (high - low) / 2.0 + 1.0, "{error} at {second} s");
+            assert!(
+                error <= (high - low) / 2.0 + 1.0,
+                "{error} at {second} s, dropped {}",
+                fit.dropped
+            );
             if (50..150).contains(&second) {
-                assert!(error < 1_000.0, "{error} at {second} s");
+                assert!(
+                    error < 1_000.0,
+                    "{error} at {second} s, dropped {}",
+                    fit.dropped
+                );
             }
         }
         assert!((fit.pieces[0].drift - 80e-6).abs() < 1e-8);

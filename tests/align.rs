@@ -1,0 +1,263 @@
+//! Clock alignment of per-host captures against known skews: accuracy floors per
+//! scenario (the study in benches/alignment.rs measures the same at a larger scale), the
+//! `align` command, skewed captures restored, and nesting on skewed captures equal to
+//! nesting on the true ones.
+
+#[path = "../benches/support/clocks.rs"]
+mod clocks;
+
+use assert_cmd::Command;
+use blackbox::align::fit::Method;
+use clocks::{quantile, run, scenarios, write_captures, Scenario};
+use std::path::Path;
+
+fn blackbox() -> Command {
+    let mut cmd = Command::cargo_bin("blackbox").expect("built");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+/// Hull and regression errors (ns) over two seeds, and the hull bounds' hold.
+fn figures(scenario: &Scenario, dir: &Path) -> (Vec<f64>, Vec<f64>, (u64, u64)) {
+    let (mut hull, mut regression, mut contained) = (Vec::new(), Vec::new(), (0, 0));
+    for (seed, hosts) in [(1u64, 3usize), (2, 5)] {
+        let out = run(
+            scenario,
+            hosts,
+            seed,
+            &[Method::Hull, Method::Regression],
+            &dir.join(format!("{seed}")),
+        );
+        assert_eq!(out[0].unaligned, 0, "{}: every host aligned", scenario.name);
+        hull.extend(&out[0].errors);
+        regression.extend(&out[1].errors);
+        contained.0 += out[0].contained.0;
+        contained.1 += out[0].contained.1;
+    }
+    (hull, regression, contained)
+}
+
+#[test]
+fn hull_alignment_meets_its_floors_in_every_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    for (index, scenario) in scenarios(20).into_iter().enumerate() {
+        let (hull, regression, contained) =
+            figures(&scenario, &dir.path().join(format!("{index}")));
+        let median = quantile(&hull, 0.5);
+        let regression_median = quantile(&regression, 0.5);
+        let held = contained.0 as f64 / contained.1 as f64;
+        eprintln!(
+            "{}: hull median {median:.0} ns, p99 {:.0} ns; regression median {regression_median:.0} ns; bounds held {held:.3}",
+            scenario.name,
+            quantile(&hull, 0.99)
+        );
+        let floor = match index {
+            1 => 2_000.0, // asymmetric queueing
+            4 => 3_000.0, // wander
+            _ => 1_000.0,
+        };
+        assert!(
+            median <= floor,
+            "{}: hull median {median} ns",
+            scenario.name
+        );
+        assert!(held >= 0.99, "{}: bounds held {held}", scenario.name);
+        if index == 1 {
+            assert!(
+                regression_median >= 5.0 * median,
+                "asymmetric queueing: regression {regression_median} ns vs hull {median} ns"
+            );
+        }
+    }
+}
+
+/// The names in a capture directory, sorted.
+fn captures_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn nesting_on_captures_skewed_by_seconds_and_100_ppm_equals_nesting_on_true_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenarios(20).remove(0);
+    let (truth, skewed, skews) = write_captures(&scenario, 5, 9, 10_000_000_000, 100, dir.path());
+    assert!(skews.iter().any(|s| s.offset.abs() > 1_000_000_000));
+    // The patterns with their counts, and every call's parent: the latencies are in
+    // the reference host's clock, whose own rate error (up to 100 ppm) no capture shows.
+    let nest = |files: &[std::path::PathBuf], align: &str| -> (Vec<String>, Vec<String>) {
+        let assignments = dir.path().join(format!("assignments-{align}.tsv"));
+        let output = blackbox()
+            .args(["nest", "-q", "--align", align, "--assignments"])
+            .arg(&assignments)
+            .args(files)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let patterns = String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                format!("{} {}", f[1], f[f.len() - 1])
+            })
+            .collect();
+        let mut parents: Vec<String> = std::fs::read_to_string(&assignments)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                format!("{} <- {}", f[2], f[6])
+            })
+            .collect();
+        parents.sort();
+        (patterns, parents)
+    };
+    let on_truth = nest(&truth, "off");
+    assert!(on_truth.0.iter().any(|p| p.contains("h0->h1(h2(")));
+    assert!(on_truth.1.len() > 1_000);
+    let on_skewed = nest(&skewed, "hull");
+    assert!(
+        on_skewed == on_truth,
+        "aligned skewed captures give other results"
+    );
+}
+
+#[test]
+fn align_writes_captures_in_the_reference_clock_and_json_for_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenarios(10).remove(0);
+    let (_, skewed, skews) = write_captures(&scenario, 4, 5, 2_000_000_000, 100, dir.path());
+    let aligned = dir.path().join("aligned");
+    let output = blackbox()
+        .args(["align", "--json", "-", "--write"])
+        .arg(&aligned)
+        .args(&skewed)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let reference = json["reference"].as_str().unwrap().to_string();
+    let hosts = json["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 4);
+    let r = hosts
+        .iter()
+        .position(|h| h["host"] == reference.as_str())
+        .unwrap();
+    for (h, host) in hosts.iter().enumerate() {
+        assert_eq!(host["quality"], "accurate", "{host}");
+        if h == r {
+            continue;
+        }
+        // Offset at the host's first segment: within its bound (plus what the drift
+        // adds over the first second) of the true difference of the two clocks.
+        let first_ns = host["offset_ns"].as_f64().unwrap();
+        let truth = (skews[h].offset - skews[r].offset) as f64;
+        assert!(
+            (first_ns - truth).abs() < 300_000.0,
+            "{}: {first_ns} vs {truth}",
+            host["host"]
+        );
+        let drift = host["drift_ppm"].as_f64().unwrap();
+        let true_drift = (skews[h].drift - skews[r].drift) as f64 / 1e9;
+        assert!(
+            (drift - true_drift).abs() < 0.05,
+            "{drift} vs {true_drift} ppm"
+        );
+    }
+    // Aligned again, the written captures share one clock.
+    let again = blackbox()
+        .args(["align", "--json", "-"])
+        .args(captures_in(&aligned))
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    for host in json["hosts"].as_array().unwrap() {
+        let offset = host["offset_ns"].as_f64().unwrap_or(0.0);
+        assert!(offset.abs() < 1_000.0, "{host}");
+    }
+    // The table names the reference and every host.
+    let table = blackbox().arg("align").args(&skewed).output().unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(table.contains(&format!("reference {reference}")), "{table}");
+    assert!(table.contains("accurate"), "{table}");
+}
+
+#[test]
+fn skewed_captures_inverted_give_back_every_packet_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenarios(5).remove(0);
+    let (truth, skewed, skews) = write_captures(&scenario, 3, 4, 10_000_000_000, 100, dir.path());
+    for ((truth, skewed), skew) in truth.iter().zip(&skewed).zip(&skews) {
+        let restored = dir.path().join("restored.pcap");
+        skewer::skew_capture(skewed, &restored, skew, clocks::START, true).unwrap();
+        let times = |path: &Path| {
+            let mut times = Vec::new();
+            let mut stats = blackbox::capture::stats::FileStats::default();
+            let file = std::fs::File::open(path).unwrap();
+            blackbox::capture::file::read_frames(path, file, &mut stats, |f, _| times.push(f.time))
+                .unwrap();
+            times
+        };
+        assert_eq!(times(truth), times(&restored));
+        assert_ne!(times(truth), times(skewed));
+    }
+}
+
+#[test]
+fn align_rejects_text_traces_and_align_off() {
+    blackbox()
+        .args(["align", "traces/multitier.trace"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("align reads captures only"));
+    blackbox()
+        .args([
+            "align",
+            "--align",
+            "off",
+            "traces/shop/app.pcap",
+            "traces/shop/web.pcap",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--align off leaves nothing to do",
+        ));
+}
+
+#[test]
+fn shop_captures_on_one_kernel_clock_align_to_zero_within_their_bounds() {
+    let shop: Vec<_> = captures_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop"))
+        .into_iter()
+        .filter(|p| blackbox::capture::is_capture(p))
+        .collect();
+    let output = blackbox()
+        .args(["align", "--json", "-"])
+        .args(&shop)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for host in json["hosts"].as_array().unwrap() {
+        if host["reference"] == true {
+            continue;
+        }
+        let offset = host["offset_ns"].as_f64().unwrap();
+        let bound = host["bound_ns"].as_f64().unwrap();
+        // The namespaces share the kernel's clock; tcpdump stamps in microseconds.
+        assert!(offset.abs() <= bound + 1_000.0, "{host}");
+    }
+}

@@ -122,9 +122,10 @@ fn eval_scores_captures_with_the_truth_sidecar_as_it_scores_the_text_trace() {
     let (text, captures) =
         generate_both(dir.path(), "multitier", 2, Payload::Http, Container::Pcap);
     let from_text = stdout_of(blackbox().args(["eval", "-q"]).arg(&text));
+    // The hosts share the true clock (see same_inference_from_captures_as_from_text).
     let from_captures = stdout_of(
         blackbox()
-            .args(["eval", "-q", "--truth-ids"])
+            .args(["eval", "-q", "--align", "off", "--truth-ids"])
             .arg(dir.path().join("hosts/truth.tsv"))
             .args(&captures),
     );
@@ -177,7 +178,7 @@ fn snaplen_cut_packets_still_give_messages_by_turns() {
     }
     let from_text = stdout_of(blackbox().args(["nest", "-q"]).arg(&text));
     let output = blackbox()
-        .args(["nest", "--protocol", "80=tcp"])
+        .args(["nest", "--align", "off", "--protocol", "80=tcp"])
         .args(&cut)
         .output()
         .unwrap();

@@ -587,29 +587,45 @@ fn curved(points: &Points, piece: &Piece) -> bool {
         return false;
     }
     let bin_of = |x: i64| {
-        (((x - piece.start) as i128 * i128::from(BINS) / (span as i128 + 1)) as usize)
-            .min(BINS as usize - 1)
+        let bin = (x - piece.start) as i128 * i128::from(BINS) / (span as i128 + 1);
+        (bin as usize).min(BINS as usize - 1)
     };
-    let mut least = vec![(f64::INFINITY, f64::INFINITY, 0usize, 0usize); BINS as usize];
+    // The two smallest slacks of each direction per bin: the smallest tracks the
+    // offset, the gap to the second says how noisy that is.
+    let mut least = vec![[[f64::INFINITY; 2]; 2]; BINS as usize];
+    let mut keep = |bin: usize, side: usize, slack: f64| {
+        let pair = &mut least[bin][side];
+        if slack < pair[0] {
+            pair[1] = pair[0];
+            pair[0] = slack;
+        } else if slack < pair[1] {
+            pair[1] = slack;
+        }
+    };
     for &(x, y) in &points.upper {
-        let b = &mut least[bin_of(x)];
-        b.0 = b.0.min(y as f64 - piece.offset_at(x));
-        b.2 += 1;
+        keep(bin_of(x), 0, y as f64 - piece.offset_at(x));
     }
     for &(x, y) in &points.lower {
-        let b = &mut least[bin_of(x)];
-        b.1 = b.1.min(piece.offset_at(x) - y as f64);
-        b.3 += 1;
+        keep(bin_of(x), 1, piece.offset_at(x) - y as f64);
     }
-    let middles: Vec<(f64, f64)> = least
+    let full: Vec<(usize, &[[f64; 2]; 2])> = least
         .iter()
         .enumerate()
-        .filter(|(_, b)| b.2 >= 2 && b.3 >= 2)
-        .map(|(k, b)| (k as f64, (b.0 - b.1) / 2.0))
+        .filter(|(_, b)| b[0][1].is_finite() && b[1][1].is_finite())
         .collect();
-    if middles.len() < 4 {
+    if full.len() < 4 {
         return false;
     }
+    let middles: Vec<(f64, f64)> = full
+        .iter()
+        .map(|&(k, b)| (k as f64, (b[0][0] - b[1][0]) / 2.0))
+        .collect();
+    let mut gaps: Vec<f64> = full
+        .iter()
+        .flat_map(|(_, b)| [b[0][1] - b[0][0], b[1][1] - b[1][0]])
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    let tolerance = CURVE_TOLERANCE.max(CURVE_NOISE * gaps[gaps.len() / 2]);
     let n = middles.len() as f64;
     let mean_x = middles.iter().map(|m| m.0).sum::<f64>() / n;
     let mean_y = middles.iter().map(|m| m.1).sum::<f64>() / n;
@@ -621,12 +637,15 @@ fn curved(points: &Points, piece: &Piece) -> bool {
     let slope = sxy / sxx;
     middles
         .iter()
-        .any(|m| (m.1 - mean_y - slope * (m.0 - mean_x)).abs() > CURVE_TOLERANCE)
+        .any(|m| (m.1 - mean_y - slope * (m.0 - mean_x)).abs() > tolerance)
 }
 
 /// How far (ns) the middle of the smallest slacks may stray from a line before a piece
 /// is split: twice the accuracy the fits aim at.
 const CURVE_TOLERANCE: f64 = 2_000.0;
+/// ...or this many times the typical gap between a bin's two smallest slacks, when the
+/// smallest delays are that noisy.
+const CURVE_NOISE: f64 = 3.0;
 
 /// Drops the one sample whose removal most widens the room where the hulls cross.
 fn drop_crossing(points: &mut Points, hulls: &Hulls) {
@@ -900,10 +919,11 @@ mod tests {
     fn hull_recovers_offset_and_drift_and_its_bounds_hold_the_truth() {
         let delays: Vec<(Nanos, Nanos)> = (0..200)
             .map(|i| {
-                (
-                    50_000 + (i * 7919 % 40) * 1_000,
-                    50_000 + (i * 104_729 % 40) * 1_000,
-                )
+                // Jitter of 0–63 µs from a multiplicative hash: irregular, as
+                // queues are, but the same on every run.
+                let jitter =
+                    |k: u64| ((k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as Nanos) * 1_000;
+                (50_000 + jitter(2 * i), 50_000 + jitter(2 * i + 1))
             })
             .collect();
         let pair = exchanges(2.5e9, 80e-6, &delays, 1_000_000_000);

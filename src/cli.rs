@@ -306,6 +306,24 @@ struct CaptureArgs {
     /// off (each host keeps its own clock). Only with two or more captures.
     #[arg(long, value_enum, value_name = "METHOD", default_value_t = AlignArg::Hull)]
     align: AlignArg,
+
+    /// Where the graph of hosts has loops, solve every host's correction over all pairs
+    /// together by weighted least squares (within its route's bounds) instead of along
+    /// its shortest path: better when the pairs' errors are independent, worse when
+    /// queueing biases them all one way.
+    #[arg(long)]
+    least_squares: bool,
+
+    /// After alignment, move receives that still come before their send (plus
+    /// --min-latency) forward with the controlled logical clock: the events after them
+    /// follow with a fading correction, those shortly before are smoothed toward the
+    /// jump, and no send passes its receive. Also for text traces with both ends.
+    #[arg(long)]
+    repair: bool,
+
+    /// The shortest time a message may take, for --repair.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration, requires = "repair")]
+    min_latency: Nanos,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -430,7 +448,7 @@ fn align_command(args: AlignArgs) -> Result<()> {
     let mut options = args.capture.options()?;
     options.clock_stamps = true;
     let captures = capture::read_captures(&args.files, &options)?;
-    let alignment = align::align(&captures, method);
+    let alignment = align::align_with(&captures, method, args.capture.least_squares);
     match args.json.as_deref() {
         Some(path) if path == Path::new("-") => write_out(None, |w| write_json(&alignment, w))?,
         Some(path) => {
@@ -650,7 +668,8 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
         let method = capture_args.align.method().filter(|_| captures.len() > 1);
         options.clock_stamps = method.is_some();
         let read = capture::read_captures(&captures, &options)?;
-        let alignment = method.map(|method| align::align(&read, method));
+        let alignment =
+            method.map(|method| align::align_with(&read, method, capture_args.least_squares));
         match &alignment {
             Some(alignment) => capture::add_to_trace(
                 &read,
@@ -719,7 +738,27 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
         }
         builder.stats_mut().capture = Some(all);
     }
-    Ok(builder.finish())
+    let mut trace = builder.finish();
+    if capture_args.repair {
+        let options = align::repair::RepairOptions {
+            min_latency: capture_args.min_latency,
+            ..align::repair::RepairOptions::default()
+        };
+        let report = align::repair::repair(&mut trace, &options);
+        if !quiet {
+            eprintln!(
+                "causality repair: {} of {} messages seen at both ends arrived before they left (+{}); after repair {}; {} event times moved, by {} at most, {} on average",
+                report.violations_before,
+                report.messages,
+                time::human_duration(capture_args.min_latency as f64),
+                report.violations_after,
+                report.moved,
+                time::human_duration(report.largest_move_ns as f64),
+                time::human_duration(report.mean_move_ns),
+            );
+        }
+    }
+    Ok(trace)
 }
 
 /// Writes through a buffer to `path`, or to stdout for `None`; errors name the file, and

@@ -17,6 +17,17 @@ fn blackbox() -> Command {
     cmd
 }
 
+/// Runs a command that must succeed; its stdout.
+fn stdout_of(cmd: &mut Command) -> Vec<u8> {
+    let output = cmd.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
 /// Hull and regression errors (ns) over two seeds, and the hull bounds' hold.
 fn figures(scenario: &Scenario, dir: &Path) -> (Vec<f64>, Vec<f64>, (u64, u64)) {
     let (mut hull, mut regression, mut contained) = (Vec::new(), Vec::new(), (0, 0));
@@ -25,7 +36,7 @@ fn figures(scenario: &Scenario, dir: &Path) -> (Vec<f64>, Vec<f64>, (u64, u64)) 
             scenario,
             hosts,
             seed,
-            &[Method::Hull, Method::Regression],
+            &[(Method::Hull, false), (Method::Regression, false)],
             &dir.join(format!("{seed}")),
         );
         assert_eq!(out[0].unaligned, 0, "{}: every host aligned", scenario.name);
@@ -91,18 +102,13 @@ fn nesting_on_captures_skewed_by_seconds_and_100_ppm_equals_nesting_on_true_ones
     // the reference host's clock, whose own rate error (up to 100 ppm) no capture shows.
     let nest = |files: &[std::path::PathBuf], align: &str| -> (Vec<String>, Vec<String>) {
         let assignments = dir.path().join(format!("assignments-{align}.tsv"));
-        let output = blackbox()
-            .args(["nest", "-q", "--align", align, "--assignments"])
-            .arg(&assignments)
-            .args(files)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let stdout = stdout_of(
+            blackbox()
+                .args(["nest", "-q", "--align", align, "--assignments"])
+                .arg(&assignments)
+                .args(files),
         );
-        let patterns = String::from_utf8(output.stdout)
+        let patterns = String::from_utf8(stdout)
             .unwrap()
             .lines()
             .skip(1)
@@ -138,18 +144,13 @@ fn align_writes_captures_in_the_reference_clock_and_json_for_scripts() {
     let scenario = scenarios(10).remove(0);
     let (_, skewed, skews) = write_captures(&scenario, 4, 5, 2_000_000_000, 100, dir.path());
     let aligned = dir.path().join("aligned");
-    let output = blackbox()
-        .args(["align", "--json", "-", "--write"])
-        .arg(&aligned)
-        .args(&skewed)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of(
+        blackbox()
+            .args(["align", "--json", "-", "--write"])
+            .arg(&aligned)
+            .args(&skewed),
     );
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     let reference = json["reference"].as_str().unwrap().to_string();
     let hosts = json["hosts"].as_array().unwrap();
     assert_eq!(hosts.len(), 4);
@@ -189,11 +190,18 @@ fn align_writes_captures_in_the_reference_clock_and_json_for_scripts() {
         let offset = host["offset_ns"].as_f64().unwrap_or(0.0);
         assert!(offset.abs() < 1_000.0, "{host}");
     }
-    // The table names the reference and every host.
-    let table = blackbox().arg("align").args(&skewed).output().unwrap();
-    let table = String::from_utf8(table.stdout).unwrap();
+    // The table names the reference and every host; the fan-out from h0 makes loops,
+    // which --least-squares solves over.
+    let table = String::from_utf8(stdout_of(blackbox().arg("align").args(&skewed))).unwrap();
     assert!(table.contains(&format!("reference {reference}")), "{table}");
     assert!(table.contains("accurate"), "{table}");
+    assert!(table.contains("loop "), "{table}");
+    let combined = stdout_of(blackbox().args(["align", "--least-squares"]).args(&skewed));
+    let combined = String::from_utf8(combined).unwrap();
+    assert!(
+        combined.contains("--least-squares: corrections solved"),
+        "{combined}"
+    );
 }
 
 #[test]
@@ -215,6 +223,33 @@ fn skewed_captures_inverted_give_back_every_packet_time() {
         assert_eq!(times(truth), times(&restored));
         assert_ne!(times(truth), times(skewed));
     }
+}
+
+#[test]
+fn repair_leaves_no_receive_before_its_send() {
+    let dir = tempfile::tempdir().unwrap();
+    // One-way queueing: the regression's error exceeds the smallest delay, so its
+    // alignment leaves receives before their sends.
+    let scenario = scenarios(20).remove(1);
+    let (_, skewed, _) = write_captures(&scenario, 4, 3, 2_000_000_000, 100, dir.path());
+    let regression = clocks::repaired(&skewed, Method::Regression);
+    assert!(regression.violations_before > 0, "{regression:?}");
+    assert_eq!(regression.violations_after, 0, "{regression:?}");
+    let hull = clocks::repaired(&skewed, Method::Hull);
+    assert_eq!(hull.violations_before, 0, "{hull:?}");
+    // Unaligned, every host's seconds of offset show, and the repair still mends them.
+    let output = blackbox()
+        .args(["nest", "--align", "off", "--repair"])
+        .args(&skewed)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("causality repair:"))
+        .unwrap();
+    assert!(line.contains("; after repair 0;"), "{line}");
+    assert!(!line.starts_with("causality repair: 0 of"), "{line}");
 }
 
 #[test]

@@ -226,29 +226,31 @@ fn count_packets(path: &Path) -> u64 {
     n
 }
 
-/// Reads and aligns captures.
-pub fn align_captures(paths: &[PathBuf], method: Method) -> Alignment {
+/// Reads and aligns captures (`least_squares`: over all pairs where the graph has
+/// loops, else along shortest paths only).
+pub fn align_captures(paths: &[PathBuf], method: Method, least_squares: bool) -> Alignment {
     let options = CaptureOptions {
         clock_stamps: true,
         ..CaptureOptions::default()
     };
     let captures = capture::read_captures(paths, &options).expect("the captures read");
-    align::align(&captures, method)
+    align::align_with(&captures, method, least_squares)
 }
 
-/// Runs one scenario: writes, skews, aligns, and measures every pair once a second.
+/// Runs one scenario: writes, skews, aligns by each (method, least squares), and
+/// measures every pair once a second.
 pub fn run(
     scenario: &Scenario,
     hosts: usize,
     seed: u64,
-    methods: &[Method],
+    methods: &[(Method, bool)],
     dir: &Path,
 ) -> Vec<Outcome> {
     let (_, skewed, skews) = write_captures(scenario, hosts, seed, 2_000_000_000, 100, dir);
     methods
         .iter()
-        .map(|&method| {
-            let alignment = align_captures(&skewed, method);
+        .map(|&(method, least_squares)| {
+            let alignment = align_captures(&skewed, method, least_squares);
             let mut outcome = measure(&alignment, &skews, scenario.seconds);
             outcome.captures = skewed.clone();
             outcome.skews = skews.clone();
@@ -312,4 +314,24 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
     sorted.sort_by(f64::total_cmp);
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
+}
+
+/// Builds the trace of captures aligned by `method` and repairs it: the report says
+/// how many messages arrived before they left, before and after.
+pub fn repaired(paths: &[PathBuf], method: Method) -> align::repair::RepairReport {
+    let options = CaptureOptions {
+        clock_stamps: true,
+        ..CaptureOptions::default()
+    };
+    let captures = capture::read_captures(paths, &options).expect("the captures read");
+    let alignment = align::align(&captures, method);
+    let mut builder = blackbox::trace::TraceBuilder::new();
+    capture::add_to_trace(
+        &captures,
+        &options,
+        |host, t| alignment.to_reference(host, t),
+        &mut builder,
+    );
+    let mut trace = builder.finish();
+    align::repair::repair(&mut trace, &align::repair::RepairOptions::default())
 }

@@ -997,6 +997,37 @@ mod tests {
         assert!(fit.offset_at(50_000_000_000).abs() < 1_000.0);
     }
 
+    proptest::proptest! {
+        /// Any samples at all (repeated times, huge offsets, one direction, a handful)
+        /// fit without a panic, and a fit with bounds holds its own estimate inside them.
+        #[test]
+        fn any_samples_fit_without_panicking(
+            forward in proptest::collection::vec((0i64..1_000_000_000_000, -2_000_000_000i64..2_000_000_000), 0..80),
+            backward in proptest::collection::vec((0i64..1_000_000_000_000, -2_000_000_000i64..2_000_000_000), 0..80),
+            regression in proptest::bool::ANY,
+        ) {
+            let sample = |&(t, d): &(i64, i64)| Sample { sent: t, received: t + d };
+            let mut pair = PairSamples {
+                a: 0,
+                b: 1,
+                forward: forward.iter().map(sample).collect(),
+                backward: backward.iter().map(sample).collect(),
+            };
+            pair.forward.sort_by_key(|s| s.sent);
+            pair.backward.sort_by_key(|s| s.sent);
+            let method = if regression { Method::Regression } else { Method::Hull };
+            let fit = fit(&pair, &FitOptions { method, ..FitOptions::default() });
+            for piece in &fit.pieces {
+                let middle = piece.start + (piece.end - piece.start) / 2;
+                proptest::prop_assert!(piece.offset_at(middle).is_finite());
+                if let (Method::Hull, Some((low, high))) = (method, piece.bounds_at(middle)) {
+                    let estimate = piece.offset_at(middle);
+                    proptest::prop_assert!(low - 1.0 <= estimate && estimate <= high + 1.0, "{low} {estimate} {high}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn one_direction_only_is_approximate() {
         let delays: Vec<(Nanos, Nanos)> = (0..10).map(|_| (50_000, 50_000)).collect();

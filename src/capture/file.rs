@@ -265,18 +265,7 @@ mod tests {
     use pcap_parser::ToVec;
 
     fn section() -> Vec<u8> {
-        SectionHeaderBlock {
-            block_type: SHB_MAGIC,
-            block_len1: 28,
-            bom: BOM_MAGIC,
-            major_version: 1,
-            minor_version: 0,
-            section_len: -1,
-            options: vec![],
-            block_len2: 28,
-        }
-        .to_vec()
-        .unwrap()
+        crate::capture::write::section_header().unwrap()
     }
 
     fn interface(linktype: Linktype, tsresol: u8, tsoffset: i64) -> Vec<u8> {
@@ -296,20 +285,7 @@ mod tests {
     }
 
     fn packet(if_id: u32, ticks: u64, data: &[u8]) -> Vec<u8> {
-        EnhancedPacketBlock {
-            block_type: EPB_MAGIC,
-            block_len1: 0,
-            if_id,
-            ts_high: (ticks >> 32) as u32,
-            ts_low: ticks as u32,
-            caplen: data.len() as u32,
-            origlen: data.len() as u32 + 100,
-            data,
-            options: vec![],
-            block_len2: 0,
-        }
-        .to_vec()
-        .unwrap()
+        crate::capture::write::packet_block(if_id, ticks, data, data.len() as u32 + 100).unwrap()
     }
 
     #[test]

@@ -43,6 +43,45 @@ impl Container {
     }
 }
 
+/// A pcapng section header block of unknown length, little-endian, no options.
+pub(crate) fn section_header() -> io::Result<Vec<u8>> {
+    use pcap_parser::pcapng::*;
+    let mut section = SectionHeaderBlock {
+        block_type: SHB_MAGIC,
+        block_len1: 28,
+        bom: BOM_MAGIC,
+        major_version: 1,
+        minor_version: 0,
+        section_len: -1,
+        options: vec![],
+        block_len2: 28,
+    };
+    section.to_vec().map_err(encoding)
+}
+
+/// A pcapng enhanced packet block: `ticks` in the interface's units.
+pub(crate) fn packet_block(
+    if_id: u32,
+    ticks: u64,
+    data: &[u8],
+    wire_len: u32,
+) -> io::Result<Vec<u8>> {
+    use pcap_parser::pcapng::*;
+    let mut packet = EnhancedPacketBlock {
+        block_type: EPB_MAGIC,
+        block_len1: 0,
+        if_id,
+        ts_high: (ticks >> 32) as u32,
+        ts_low: ticks as u32,
+        caplen: data.len() as u32,
+        origlen: wire_len,
+        data,
+        options: vec![],
+        block_len2: 0,
+    };
+    packet.to_vec().map_err(encoding)
+}
+
 /// Writes frames one by one; the header goes out with the first frame, once its link
 /// type is known.
 pub struct CaptureWriter<W: Write> {
@@ -85,20 +124,7 @@ impl<W: Write> CaptureWriter<W> {
                 };
                 self.out.write_all(&header.to_vec_raw().map_err(encoding)?)
             }
-            Container::PcapNg => {
-                use pcap_parser::pcapng::*;
-                let mut section = SectionHeaderBlock {
-                    block_type: SHB_MAGIC,
-                    block_len1: 28,
-                    bom: BOM_MAGIC,
-                    major_version: 1,
-                    minor_version: 0,
-                    section_len: -1,
-                    options: vec![],
-                    block_len2: 28,
-                };
-                self.out.write_all(&section.to_vec().map_err(encoding)?)
-            }
+            Container::PcapNg => self.out.write_all(&section_header()?),
         }
     }
 
@@ -167,20 +193,8 @@ impl<W: Write> CaptureWriter<W> {
             }
             Container::PcapNg => {
                 let if_id = self.interface(linktype)?;
-                use pcap_parser::pcapng::*;
-                let mut packet = EnhancedPacketBlock {
-                    block_type: EPB_MAGIC,
-                    block_len1: 0,
-                    if_id,
-                    ts_high: (ticks >> 32) as u32,
-                    ts_low: ticks as u32,
-                    caplen: data.len() as u32,
-                    origlen: wire_len,
-                    data,
-                    options: vec![],
-                    block_len2: 0,
-                };
-                self.out.write_all(&packet.to_vec().map_err(encoding)?)
+                self.out
+                    .write_all(&packet_block(if_id, ticks, data, wire_len)?)
             }
         }
     }

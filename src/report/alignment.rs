@@ -61,6 +61,12 @@ pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result
             host.via.join(" → ")
         )?;
     }
+    if alignment.least_squares {
+        writeln!(
+            out,
+            "  --least-squares: corrections solved over all pairs by weighted least squares, within each route's bounds"
+        )?;
+    }
     let p = &alignment.pairing;
     writeln!(
         out,
@@ -68,11 +74,26 @@ pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result
         p.segments, p.matched, p.repeated, p.one_ended
     )?;
     for pair in &alignment.pairs {
-        if pair.dropped > 0 || pair.pieces > 1 {
+        let mut notes = Vec::new();
+        if pair.dropped > 0 {
+            notes.push(format!(
+                "{} samples dropped (no line agreed with them, or they claimed a far shorter delay than their neighbours)",
+                pair.dropped
+            ));
+        }
+        if pair.pieces > 1 {
+            notes.push(format!(
+                "{} lines over time (the smallest delays did not follow one line)",
+                pair.pieces
+            ));
+        }
+        if !notes.is_empty() {
             writeln!(
                 out,
-                "  note: {}–{}: {} samples dropped (no line agreed with them, or they claimed a far shorter delay than the rest), {} line(s) over time",
-                pair.hosts.0, pair.hosts.1, pair.dropped, pair.pieces
+                "  note: {}–{}: {}",
+                pair.hosts.0,
+                pair.hosts.1,
+                notes.join("; ")
             )?;
         }
     }

@@ -174,6 +174,20 @@ impl Message {
         }
     }
 
+    /// The same message with the times of the ends it was seen at replaced (a clock
+    /// correction); an end not seen stays unseen.
+    pub fn with_times(&self, sent: Nanos, received: Nanos) -> Message {
+        Message {
+            sent: if self.sent != ABSENT { sent } else { ABSENT },
+            received: if self.received != ABSENT {
+                received
+            } else {
+                ABSENT
+            },
+            ..*self
+        }
+    }
+
     /// The earlier of the two observations: the message's place in a merged timeline.
     pub fn first_time(&self) -> Nanos {
         match (self.sent(), self.received()) {
@@ -224,6 +238,20 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Puts the messages in their order: by first time; at equal times calls come
+    /// before returns, so a single pass in this order meets every call no later than its
+    /// return. Call ids are compared by text, not by id, so that ties break the same way
+    /// whatever order the input came in. Needed again after times change.
+    pub fn sort_messages(&mut self) {
+        let (messages, call_ids) = (&mut self.messages, &self.call_ids);
+        messages.par_sort_unstable_by(|a, b| {
+            (a.first_time(), a.kind(), a.sender, a.receiver)
+                .cmp(&(b.first_time(), b.kind(), b.sender, b.receiver))
+                .then_with(|| call_id_order(call_ids, a.call_id(), b.call_id()))
+                .then_with(|| (a.sent, a.received).cmp(&(b.sent, b.received)))
+        });
+    }
+
     /// A node's name.
     pub fn node_name(&self, id: NodeId) -> &str {
         self.nodes.resolve(id.0)
@@ -309,16 +337,7 @@ impl TraceBuilder {
         canonical_names(&mut trace);
         merge_ends(&mut trace.messages);
         trace.messages.shrink_to_fit();
-        // At equal times calls come before returns, so a single pass in this order
-        // meets every call no later than its return. Call ids are compared by text, not
-        // by id, so that ties break the same way whatever order the input came in.
-        let (messages, call_ids) = (&mut trace.messages, &trace.call_ids);
-        messages.par_sort_unstable_by(|a, b| {
-            (a.first_time(), a.kind(), a.sender, a.receiver)
-                .cmp(&(b.first_time(), b.kind(), b.sender, b.receiver))
-                .then_with(|| call_id_order(call_ids, a.call_id(), b.call_id()))
-                .then_with(|| (a.sent, a.received).cmp(&(b.sent, b.received)))
-        });
+        trace.sort_messages();
         let stats = &mut trace.stats;
         stats.messages = trace.messages.len() as u64;
         for m in &trace.messages {

@@ -196,7 +196,8 @@ pub fn write_captures(
             } else {
                 0
             },
-            wander_period: scenario.seconds * 1_000_000_000 / 2,
+            // One slow cycle over the trace: clocks bend over minutes.
+            wander_period: scenario.seconds * 1_000_000_000,
         };
         let packets = count_packets(file);
         let early: Vec<u64> = (0..scenario.early)

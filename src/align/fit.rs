@@ -461,6 +461,8 @@ fn centroid(corners: &[(f64, f64)]) -> (f64, f64) {
 
 /// Most samples one piece drops to restore consistency before it is split instead.
 const DROP_BUDGET: usize = 16;
+/// The shortest piece a bend of the drift splits off, ns.
+const SHORTEST_BEND: Nanos = 10_000_000_000;
 /// Fewest samples per direction in a piece that may be split further.
 const SPLIT_MIN: usize = 16;
 /// A sample whose slack is below its neighbours' by this much (ns)...
@@ -521,8 +523,11 @@ fn hull_pieces(mut points: Points, pieces: &mut Vec<Piece>) -> usize {
                     continue;
                 }
             }
-            let splittable =
-                points.upper.len() >= 2 * SPLIT_MIN && points.lower.len() >= 2 * SPLIT_MIN;
+            // Clocks bend over minutes (temperature), not within seconds: shorter
+            // pieces would only follow the noise of the smallest delays.
+            let splittable = points.upper.len() >= 2 * SPLIT_MIN
+                && points.lower.len() >= 2 * SPLIT_MIN
+                && last - first >= 2 * SHORTEST_BEND;
             if splittable && curved(&points, &piece) {
                 break;
             }
@@ -590,16 +595,20 @@ fn curved(points: &Points, piece: &Piece) -> bool {
         let bin = (x - piece.start) as i128 * i128::from(BINS) / (span as i128 + 1);
         (bin as usize).min(BINS as usize - 1)
     };
-    // The two smallest slacks of each direction per bin: the smallest tracks the
-    // offset, the gap to the second says how noisy that is.
-    let mut least = vec![[[f64::INFINITY; 2]; 2]; BINS as usize];
+    // The KEEP smallest slacks of each direction per bin: the smallest tracks the
+    // offset, the gap to the last says how noisy that is (segments of one message
+    // often share a delay, so the next few can equal the smallest).
+    const KEEP: usize = 8;
+    let mut least = vec![[[f64::INFINITY; KEEP]; 2]; BINS as usize];
     let mut keep = |bin: usize, side: usize, slack: f64| {
-        let pair = &mut least[bin][side];
-        if slack < pair[0] {
-            pair[1] = pair[0];
-            pair[0] = slack;
-        } else if slack < pair[1] {
-            pair[1] = slack;
+        let kept = &mut least[bin][side];
+        if slack < kept[KEEP - 1] {
+            kept[KEEP - 1] = slack;
+            let mut i = KEEP - 1;
+            while i > 0 && kept[i] < kept[i - 1] {
+                kept.swap(i, i - 1);
+                i -= 1;
+            }
         }
     };
     for &(x, y) in &points.upper {
@@ -608,10 +617,10 @@ fn curved(points: &Points, piece: &Piece) -> bool {
     for &(x, y) in &points.lower {
         keep(bin_of(x), 1, piece.offset_at(x) - y as f64);
     }
-    let full: Vec<(usize, &[[f64; 2]; 2])> = least
+    let full: Vec<(usize, &[[f64; KEEP]; 2])> = least
         .iter()
         .enumerate()
-        .filter(|(_, b)| b[0][1].is_finite() && b[1][1].is_finite())
+        .filter(|(_, b)| b[0][KEEP - 1].is_finite() && b[1][KEEP - 1].is_finite())
         .collect();
     if full.len() < 4 {
         return false;
@@ -622,7 +631,7 @@ fn curved(points: &Points, piece: &Piece) -> bool {
         .collect();
     let mut gaps: Vec<f64> = full
         .iter()
-        .flat_map(|(_, b)| [b[0][1] - b[0][0], b[1][1] - b[1][0]])
+        .flat_map(|(_, b)| [b[0][KEEP - 1] - b[0][0], b[1][KEEP - 1] - b[1][0]])
         .collect();
     gaps.sort_by(f64::total_cmp);
     let tolerance = CURVE_TOLERANCE.max(CURVE_NOISE * gaps[gaps.len() / 2]);
@@ -643,8 +652,8 @@ fn curved(points: &Points, piece: &Piece) -> bool {
 /// How far (ns) the middle of the smallest slacks may stray from a line before a piece
 /// is split: twice the accuracy the fits aim at.
 const CURVE_TOLERANCE: f64 = 2_000.0;
-/// ...or this many times the typical gap between a bin's two smallest slacks, when the
-/// smallest delays are that noisy.
+/// ...or this many times the typical gap between a bin's smallest and eighth smallest
+/// slacks, when the smallest delays are that noisy.
 const CURVE_NOISE: f64 = 3.0;
 
 /// Drops the one sample whose removal most widens the room where the hulls cross.
@@ -685,8 +694,8 @@ fn remove_point(points: &mut Vec<(i64, i64)>, p: (i64, i64)) {
 /// and pulls the whole line. Slack is a sample's apparent delay past the current line;
 /// a sample is a spike when its slack is below the third smallest of the samples on
 /// each side of it (the same direction, in time order) by more than the floor and four
-/// times what the honest tail of such gaps reaches. Neighbours share the line's error, so a line
-/// the spike itself has pulled does not hide it.
+/// times the 90th percentile of such gaps (what honest samples reach). Neighbours share
+/// the line's error, so a line the spike itself has pulled does not hide it.
 fn spikes(points: &Points, piece: &Piece) -> Vec<(bool, (i64, i64))> {
     const AROUND: usize = 16;
     let mut found = Vec::new();
@@ -710,8 +719,20 @@ fn spikes(points: &Points, piece: &Piece) -> Vec<(bool, (i64, i64))> {
         // line's slope raises one side and lowers the other. Samples with fewer than
         // three on a side are not judged.
         let third = |range: std::ops::Range<usize>| -> Option<f64> {
-            let mut near: Vec<f64> = slack[range].to_vec();
-            (near.len() >= 3).then(|| *near.select_nth_unstable_by(2, f64::total_cmp).1)
+            // The three smallest in one pass: this runs twice per sample.
+            let mut least = [f64::INFINITY; 3];
+            for &v in &slack[range] {
+                if v < least[2] {
+                    least[2] = v;
+                    if least[2] < least[1] {
+                        least.swap(1, 2);
+                        if least[1] < least[0] {
+                            least.swap(0, 1);
+                        }
+                    }
+                }
+            }
+            least[2].is_finite().then_some(least[2])
         };
         let gaps: Vec<f64> = (0..list.len())
             .map(|i| {
@@ -723,6 +744,9 @@ fn spikes(points: &Points, piece: &Piece) -> Vec<(bool, (i64, i64))> {
                 }
             })
             .collect();
+        // What honest samples reach: on an idle LAN's sharp edge a bad timestamp
+        // stands out by microseconds; wide delays (a Gaussian tail) give honest
+        // samples large gaps too, and raise the bar with them.
         let mut sorted = gaps.clone();
         sorted.sort_by(f64::total_cmp);
         let honest = sorted[sorted.len() * 9 / 10];

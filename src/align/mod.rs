@@ -108,7 +108,7 @@ pub fn align(captures: &[HostCapture], method: Method) -> Alignment {
 
 /// Like [`align`]; with `least_squares`, where the graph has loops, all hosts are then
 /// solved together by weighted least squares. That helps when the pairs' errors are
-/// independent (−20% under a wandering drift in the study) and hurts when they share a
+/// independent (−18% under a wandering drift in the study) and hurts when they share a
 /// sign (+9% under one-way queueing, which biases every pair the same way), so it is
 /// not the default.
 pub fn align_with(captures: &[HostCapture], method: Method, least_squares: bool) -> Alignment {

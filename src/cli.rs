@@ -445,6 +445,12 @@ fn align_command(args: AlignArgs) -> Result<()> {
             Usage("--align off leaves nothing to do: choose hull or regression".into()).into(),
         );
     };
+    if args.capture.repair {
+        return Err(Usage(
+            "--repair mends the merged trace: use it with nest, eval, convolve or records".into(),
+        )
+        .into());
+    }
     let mut options = args.capture.options()?;
     options.clock_stamps = true;
     let captures = capture::read_captures(&args.files, &options)?;

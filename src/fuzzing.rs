@@ -48,23 +48,63 @@ pub fn mbox(data: &[u8]) {
 }
 
 /// Reads `data` as a packet capture (of the host `fuzz`) and, if it is one, builds the
-/// trace and nests it. Panics only on a bug.
+/// trace and nests it; then reads it again as the capture of a second host that owns
+/// the other addresses, aligns the two (every segment is then seen "at both ends"),
+/// repairs causality and nests again. Panics only on a bug.
 pub fn capture(data: &[u8]) {
     use crate::capture::{add_to_trace, read_capture, CaptureOptions};
-    let options = CaptureOptions::default();
-    let Ok(capture) = read_capture(Path::new("fuzz.pcap"), "fuzz".into(), data, &options) else {
+    let options = CaptureOptions {
+        clock_stamps: true,
+        ..CaptureOptions::default()
+    };
+    let read = |host: &str| read_capture(Path::new("fuzz.pcap"), host.into(), data, &options);
+    let Ok(capture) = read("fuzz") else {
         return;
     };
     assert!(capture.stats.tcp + capture.stats.udp <= capture.stats.packets);
     let mut builder = TraceBuilder::new();
     add_to_trace(
-        &[capture],
+        std::slice::from_ref(&capture),
         &options,
         crate::capture::same_clock,
         &mut builder,
     );
     let trace = builder.finish();
     let _ = nest(&trace, &NestOptions::default());
+
+    let addresses: std::collections::BTreeSet<std::net::IpAddr> =
+        capture.stamps.iter().flat_map(|r| [r.from, r.to]).collect();
+    let Some(&first) = addresses.iter().next() else {
+        return;
+    };
+    let Ok(mut other) = read("other") else {
+        return;
+    };
+    let mut captures = [capture, {
+        other.local = addresses.iter().copied().filter(|&a| a != first).collect();
+        other
+    }];
+    captures[0].local = [first].into_iter().collect();
+    for method in [
+        crate::align::fit::Method::Hull,
+        crate::align::fit::Method::Regression,
+    ] {
+        let alignment = crate::align::align_with(&captures, method, true);
+        let mut builder = TraceBuilder::new();
+        add_to_trace(
+            &captures,
+            &options,
+            |host, t| alignment.to_reference(host, t),
+            &mut builder,
+        );
+        let mut trace = builder.finish();
+        let report = crate::align::repair::repair(
+            &mut trace,
+            &crate::align::repair::RepairOptions::default(),
+        );
+        assert_eq!(report.violations_after, 0, "{report:?}");
+        let _ = nest(&trace, &NestOptions::default());
+    }
 }
 
 /// Feeds `data` to every protocol's framer as a conversation: each byte below 0x20

@@ -272,6 +272,16 @@ fn align_rejects_text_traces_and_align_off() {
         .stderr(predicates::str::contains(
             "--align off leaves nothing to do",
         ));
+    blackbox()
+        .args([
+            "align",
+            "--repair",
+            "traces/shop/app.pcap",
+            "traces/shop/web.pcap",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--repair mends the merged trace"));
 }
 
 #[test]

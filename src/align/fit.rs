@@ -7,7 +7,8 @@
 //! plus a delay that is never negative: `offset(sent) ≤ received − sent`), a segment
 //! `b → a` a lower bound (`offset(received) ≥ sent − received`). The lines under every
 //! upper point and over every lower point form a convex polygon in (offset₀, drift):
-//! its corners give guaranteed bounds at every instant, its centroid the estimate.
+//! its corners give guaranteed bounds at every instant, and the line through the middle
+//! of those bounds is the estimate.
 
 use super::pairing::{PairSamples, Sample};
 use crate::trace::Nanos;

@@ -5,6 +5,7 @@
 
 use super::fit::{PairFit, Quality};
 use petgraph::graph::{NodeIndex, UnGraph};
+use petgraph::visit::EdgeRef;
 use std::collections::BTreeMap;
 
 /// A host's route to the reference: the pairs to cross, from the host onwards.
@@ -57,13 +58,12 @@ pub fn routes(names: &[String], fits: &[PairFit]) -> Routes {
             best = Some((reached, sum, host));
         }
     }
-    let Some((reached, _, reference)) = best.filter(|b| b.0 > 1) else {
+    let Some((_, _, reference)) = best.filter(|b| b.0 > 1) else {
         return Routes {
             reference: None,
             routes: vec![None; names.len()],
         };
     };
-    let _ = reached;
     let from_reference = distances(reference);
     let mut routes = vec![None; names.len()];
     routes[reference] = Some(Route {
@@ -124,5 +124,3 @@ pub fn routes(names: &[String], fits: &[PairFit]) -> Routes {
         routes,
     }
 }
-
-use petgraph::visit::EdgeRef;

@@ -44,8 +44,8 @@ pub struct HostClock {
     span: (Nanos, Nanos),
 }
 
-/// A pair left out of the routes whose direct fit disagrees with the routes' by more
-/// than their bounds allow: one of the fits on the loop is wrong.
+/// A pair left out of the routes, checked against them: its direct fit and the routes
+/// should agree within their bounds; when they do not, a fit on the loop is wrong.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LoopCheck {
     /// The pair's hosts.

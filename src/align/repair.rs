@@ -133,8 +133,29 @@ pub fn repair(trace: &mut Trace, options: &RepairOptions) -> RepairReport {
     for list in &mut per_node {
         list.sort_by_key(|&e| (events[e as usize].time, e));
     }
-    let clock = forward(&events, &per_node, options);
-    let clock = backward(&events, &per_node, clock.0, &clock.1, options);
+    let (mut clock, jumps) = forward(&events, &per_node, options);
+    // Messages crossed on clocks far apart can leave every node waiting on another; the
+    // forward pass then lets one go on without its send, which a further pass over the
+    // corrected times mends.
+    for _ in 0..3 {
+        let crossed = events.iter().enumerate().any(|(e, event)| {
+            event.role == Role::Receive
+                && clock[e] < clock[event.other as usize] + options.min_latency
+        });
+        if !crossed {
+            break;
+        }
+        let moved: Vec<Event> = events
+            .iter()
+            .enumerate()
+            .map(|(e, event)| Event {
+                time: clock[e],
+                ..*event
+            })
+            .collect();
+        clock = forward(&moved, &per_node, options).0;
+    }
+    let clock = backward(&events, &per_node, clock, &jumps, options);
     for (e, event) in events.iter().enumerate() {
         let moved = clock[e] - event.time;
         if moved != 0 {

@@ -149,3 +149,73 @@ fn bad_input_is_named() {
         .code(2)
         .stderr(predicate::str::contains("no skew given"));
 }
+
+/// Every frame's time and bytes.
+fn frames(path: &Path) -> Vec<(i64, Vec<u8>)> {
+    let mut frames = Vec::new();
+    let mut stats = blackbox::capture::stats::FileStats::default();
+    let file = std::fs::File::open(path).unwrap();
+    blackbox::capture::file::read_frames(path, file, &mut stats, |f, _| {
+        frames.push((f.time, f.data.to_vec()))
+    })
+    .unwrap();
+    frames
+}
+
+#[test]
+fn captures_skewed_then_inverted_give_back_every_packet_time_and_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let (skewed, restored, table) = (
+        dir.path().join("skewed"),
+        dir.path().join("restored"),
+        dir.path().join("skew.tsv"),
+    );
+    let inputs = ["traces/shop/web.pcap", "traces/shop/db.pcapng"];
+    skewer()
+        .args(inputs)
+        .args(["--skew", "web=10s,100", "--skew", "db=-7s,-80,20us,10min"])
+        .arg("--output")
+        .arg(&skewed)
+        .arg("--write-table")
+        .arg(&table)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("(8267 packets, host web)"));
+    let table_text = std::fs::read_to_string(&table).unwrap();
+    assert!(
+        table_text.contains("db\t-7.000000\t-80.000000\t0.000020\t600.000000"),
+        "{table_text}"
+    );
+    skewer()
+        .args([skewed.join("web.pcap"), skewed.join("db.pcapng")])
+        .args(["--invert", "--table"])
+        .arg(&table)
+        .arg("--output")
+        .arg(&restored)
+        .assert()
+        .success();
+    for input in inputs {
+        let name = Path::new(input).file_name().unwrap();
+        let original = frames(&root().join(input));
+        assert_ne!(frames(&skewed.join(name)), original);
+        assert_eq!(frames(&restored.join(name)), original, "{input}");
+    }
+    // Captures need a directory, and do not mix with a text trace.
+    skewer()
+        .args(["traces/shop/web.pcap", "--skew", "web=1s"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--output DIR"));
+    skewer()
+        .args([
+            "traces/shop/web.pcap",
+            "traces/multitier.trace",
+            "--skew",
+            "web=1s",
+            "-o",
+        ])
+        .arg(dir.path().join("x"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not a capture"));
+}

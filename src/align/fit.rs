@@ -1054,6 +1054,22 @@ mod tests {
     }
 
     #[test]
+    fn regression_fits_a_line_per_30_minutes() {
+        // Two hours, an exchange every 10 s.
+        let delays: Vec<(Nanos, Nanos)> = (0..720).map(|_| (50_000, 50_000)).collect();
+        let pair = exchanges(3e6, 20e-6, &delays, 10_000_000_000);
+        let options = FitOptions {
+            method: Method::Regression,
+            ..FitOptions::default()
+        };
+        let fit = fit(&pair, &options);
+        assert_eq!(fit.quality, Quality::Accurate);
+        assert_eq!(fit.pieces.len(), 4);
+        let t = 5_000_000_000_000;
+        assert!((fit.offset_at(t) - (3e6 + 20e-6 * t as f64)).abs() < 100.0);
+    }
+
+    #[test]
     fn one_direction_only_is_approximate() {
         let delays: Vec<(Nanos, Nanos)> = (0..10).map(|_| (50_000, 50_000)).collect();
         let mut pair = exchanges(7e6, 0.0, &delays, 1_000_000_000);

@@ -186,6 +186,11 @@ struct ConvolveArgs {
     #[arg(long, value_name = "DIR")]
     dot: Option<PathBuf>,
 
+    /// Write the path graphs into DIR as dot files and as SVG pictures drawn by
+    /// Graphviz's `dot` (when it is not installed, the dot files only, and a note).
+    #[arg(long, value_name = "DIR")]
+    svg: Option<PathBuf>,
+
     /// Write the paths and counts as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -252,6 +257,11 @@ struct NestArgs {
     /// paper's Figure 8 style.
     #[arg(long, value_name = "DIR")]
     dot: Option<PathBuf>,
+
+    /// Write the pattern graphs into DIR as dot files and as SVG pictures drawn by
+    /// Graphviz's `dot` (when it is not installed, the dot files only, and a note).
+    #[arg(long, value_name = "DIR")]
+    svg: Option<PathBuf>,
 
     /// Write the patterns, latency distributions and input counts as JSON.
     #[arg(long, value_name = "FILE")]
@@ -560,6 +570,12 @@ fn convolve(args: ConvolveArgs) -> Result<()> {
         report::paths::write_dot_dir(&trace, &result, args.top, dir)
             .with_context(|| format!("writing dot files to {}", dir.display()))?;
     }
+    if let Some(dir) = &args.svg {
+        let dots = report::paths::write_dot_dir(&trace, &result, args.top, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+        report::svg::draw_and_tell(&dots, dir)
+            .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
+    }
     write_out(None, |w| {
         report::paths::write_table(&trace, &result, args.top, w)
     })
@@ -651,6 +667,12 @@ fn nest(args: NestArgs) -> Result<()> {
     if let Some(dir) = &args.dot {
         report::dot::write_dir(&report, dir)
             .with_context(|| format!("writing dot files to {}", dir.display()))?;
+    }
+    if let Some(dir) = &args.svg {
+        let dots = report::dot::write_dir(&report, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+        report::svg::draw_and_tell(&dots, dir)
+            .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
     }
     write_out(None, |w| Table.render(&report, w))
 }

@@ -10,6 +10,7 @@ pub mod evaluation;
 pub mod json;
 pub mod paths;
 pub mod summary;
+pub mod svg;
 pub mod table;
 
 use crate::nesting::{NestOptions, Nesting};

@@ -46,7 +46,12 @@ pub fn draw(dot_files: &[PathBuf]) -> io::Result<Drawn> {
 pub fn draw_and_tell(dot_files: &[PathBuf], dir: &Path) -> io::Result<()> {
     match draw(dot_files)? {
         Drawn::Pictures(pictures) => {
-            eprintln!("wrote {} SVG pictures to {}", pictures.len(), dir.display())
+            let noun = if pictures.len() == 1 {
+                "picture"
+            } else {
+                "pictures"
+            };
+            eprintln!("wrote {} SVG {noun} to {}", pictures.len(), dir.display())
         }
         Drawn::NoGraphviz => eprintln!(
             "note: {INSTALL_HINT}; the .dot files are in {}",

@@ -690,9 +690,13 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
         .cloned()
         .partition(|path| capture::is_capture(path));
     let mut builder = TraceBuilder::new();
-    text::read_files(&texts, &mut builder)?;
+    // Progress bars appear only on a terminal, and not with --quiet.
+    let progress = blackbox::progress::Progress::reading("reading text traces", &texts, !quiet);
+    text::read_files_showing(&texts, &mut builder, &progress)?;
+    progress.finish();
     if !captures.is_empty() {
         let mut options = capture_args.options()?;
+        options.progress = !quiet;
         let method = capture_args.align.method().filter(|_| captures.len() > 1);
         options.clock_stamps = method.is_some();
         let read = capture::read_captures(&captures, &options)?;

@@ -18,5 +18,6 @@ pub mod exit;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nesting;
+pub mod progress;
 pub mod report;
 pub mod trace;

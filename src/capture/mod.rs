@@ -85,6 +85,8 @@ pub struct CaptureOptions {
     /// Keep a stamp of every TCP segment, for aligning the hosts' clocks
     /// ([`crate::align`]); costs 16 bytes per segment.
     pub clock_stamps: bool,
+    /// Show a progress bar on stderr while reading (only on a terminal).
+    pub progress: bool,
 }
 
 /// Whether a file starts with a pcap or pcapng magic number.
@@ -417,6 +419,7 @@ pub fn read_captures(
     paths: &[PathBuf],
     options: &CaptureOptions,
 ) -> Result<Vec<HostCapture>, CaptureError> {
+    let progress = crate::progress::Progress::reading("reading captures", paths, options.progress);
     let mut captures: Vec<HostCapture> = paths
         .par_iter()
         .map(|path| {
@@ -425,9 +428,10 @@ pub fn read_captures(
                 source,
             })?;
             // No BufReader: the capture reader reads in blocks of megabytes itself.
-            read_capture(path, host_name(path, options), file, options)
+            read_capture(path, host_name(path, options), progress.wrap(file), options)
         })
         .collect::<Result<_, _>>()?;
+    progress.finish();
     decide_local_addresses(&mut captures);
     Ok(captures)
 }

@@ -71,6 +71,15 @@ pub fn read_files<P: AsRef<Path>>(
     paths: &[P],
     builder: &mut TraceBuilder,
 ) -> Result<(), TraceError> {
+    read_files_showing(paths, builder, &crate::progress::Progress::hidden())
+}
+
+/// Like [`read_files`], advancing `progress` by the bytes read.
+pub fn read_files_showing<P: AsRef<Path>>(
+    paths: &[P],
+    builder: &mut TraceBuilder,
+    progress: &crate::progress::Progress,
+) -> Result<(), TraceError> {
     for path in paths {
         let path = path.as_ref();
         let io_error = |source| TraceError::Io {
@@ -79,7 +88,8 @@ pub fn read_files<P: AsRef<Path>>(
         };
         let file = File::open(path).map_err(io_error)?;
         let size = file.metadata().map_err(io_error)?.len();
-        read_with_size(path, BufReader::with_capacity(1 << 20, file), size, builder)?;
+        let reader = BufReader::with_capacity(1 << 20, progress.wrap(file));
+        read_with_size(path, reader, size, builder)?;
     }
     Ok(())
 }

@@ -162,11 +162,9 @@ fn run_captures(cli: &Cli) -> Result<()> {
             "captures need --output DIR to write the skewed captures to".into()
         ));
     };
-    let host = |path: &PathBuf| -> String {
-        path.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.display().to_string())
-    };
+    // Hosts are named as blackbox names them: by the file name without its extension.
+    let default_names = blackbox::capture::CaptureOptions::default();
+    let host = |path: &PathBuf| blackbox::capture::host_name(path, &default_names);
     let table = read_or_build_table(cli, || {
         let mut earliest: Option<Nanos> = None;
         for path in &cli.inputs {

@@ -6,6 +6,7 @@
 //! the grid and the solve; the routes and fits come from its callers.
 
 use super::fit::{PairFit, Quality};
+use super::Alignment;
 use crate::trace::Nanos;
 
 /// A host's correction (reference clock minus its own) at instants of its own clock.
@@ -35,25 +36,17 @@ const MOST_INSTANTS: usize = 2048;
 /// Instants are at least this far apart, ns.
 const LEAST_SPACING: Nanos = 1_000_000_000;
 
-/// What the solve needs of the tree alignment.
-pub trait Tree {
-    /// The correction of `host` at its time `t` along its route.
-    fn correction(&self, host: usize, t: Nanos) -> f64;
-    /// The half-width of the route's bounds there.
-    fn bound(&self, host: usize, t: Nanos) -> Option<f64>;
-}
-
 /// Solves the corrections of `hosts` (each with its span in its own clock, `None` when
 /// it is not aligned) for the reference `reference`. Returns one grid per host, `None`
 /// where the tree's answer stands (the reference, hosts outside loops' reach).
 pub fn least_squares(
-    tree: &impl Tree,
-    fits: &[PairFit],
+    tree: &Alignment,
     spans: &[Option<(Nanos, Nanos)>],
     reference: usize,
 ) -> Vec<Option<Grid>> {
     let hosts = spans.len();
-    let edges: Vec<&PairFit> = fits
+    let edges: Vec<&PairFit> = tree
+        .fits
         .iter()
         .filter(|f| f.quality == Quality::Accurate && spans[f.a].is_some() && spans[f.b].is_some())
         .collect();
@@ -131,9 +124,9 @@ pub fn least_squares(
         };
         for (u, &host) in unknowns.iter().enumerate() {
             let t = local[host];
-            let routed = tree.correction(host, t);
+            let routed = tree.route_correction(host, t);
             let mut y = solution[u];
-            if let Some(bound) = tree.bound(host, t) {
+            if let Some(bound) = tree.route_bound(host, t) {
                 y = y.clamp(routed - bound, routed + bound);
             }
             grids[host].times.push(t);
@@ -152,16 +145,16 @@ pub fn least_squares(
 }
 
 /// A host's time in the reference clock, by the tree.
-fn tree_time(tree: &impl Tree, host: usize, t: Nanos) -> Nanos {
-    t + tree.correction(host, t).round() as Nanos
+fn tree_time(tree: &Alignment, host: usize, t: Nanos) -> Nanos {
+    t + tree.route_correction(host, t).round() as Nanos
 }
 
 /// The host's time whose reference time is `at`, by the tree (fixed point: the
 /// correction changes by nanoseconds over the seconds it moves a time).
-fn host_time(tree: &impl Tree, host: usize, at: Nanos) -> Nanos {
-    let mut t = at - tree.correction(host, at).round() as Nanos;
+fn host_time(tree: &Alignment, host: usize, at: Nanos) -> Nanos {
+    let mut t = at - tree.route_correction(host, at).round() as Nanos;
     for _ in 0..2 {
-        t = at - tree.correction(host, t).round() as Nanos;
+        t = at - tree.route_correction(host, t).round() as Nanos;
     }
     t
 }

@@ -145,12 +145,6 @@ impl PairFit {
         }
     }
 
-    /// Turns a time in `a`'s clock into `b`'s. Times stay integers: a time since the
-    /// epoch in an `f64` would keep only 256 ns.
-    pub fn a_to_b(&self, t: Nanos) -> Nanos {
-        t + self.offset_at(t).round() as Nanos
-    }
-
     /// Turns a time in `b`'s clock into `a`'s (the line's inverse, by fixed point:
     /// the offset changes by nanoseconds over the microseconds it moves a time).
     pub fn b_to_a(&self, t: Nanos) -> Nanos {
@@ -253,6 +247,23 @@ impl Points {
             (Some(u0), Some(u1), Some(l0), Some(l1)) => u1.0 > l0.0 && l1.0 > u0.0,
             _ => false,
         }
+    }
+
+    /// Whether both directions have enough samples to split in two.
+    fn splittable(&self) -> bool {
+        self.upper.len() >= 2 * SPLIT_MIN && self.lower.len() >= 2 * SPLIT_MIN
+    }
+
+    /// Drops one point of the upper (or lower) bounds.
+    fn remove(&mut self, upper: bool, p: (i64, i64)) {
+        remove_point(
+            if upper {
+                &mut self.upper
+            } else {
+                &mut self.lower
+            },
+            p,
+        );
     }
 
     fn span(&self) -> (i64, i64) {
@@ -422,44 +433,6 @@ fn arg_best(points: &[(f64, f64)], b: f64, better: impl Fn(f64, f64) -> bool) ->
     best
 }
 
-/// The area centroid of a polygon (its shoelace), or the mean of its corners when it
-/// has no area.
-fn centroid(corners: &[(f64, f64)]) -> (f64, f64) {
-    let n = corners.len() as f64;
-    let mean = (
-        corners.iter().map(|c| c.0).sum::<f64>() / n,
-        corners.iter().map(|c| c.1).sum::<f64>() / n,
-    );
-    // Around the mean, and with the slope scaled to the offset's size, so the
-    // products do not lose the polygon's thin width.
-    let scale = corners
-        .iter()
-        .map(|c| (c.1 - mean.1).abs())
-        .fold(0.0, f64::max);
-    if scale == 0.0 {
-        return mean;
-    }
-    let local: Vec<(f64, f64)> = corners
-        .iter()
-        .map(|c| (c.0 - mean.0, (c.1 - mean.1) / scale))
-        .collect();
-    let (mut area, mut cx, mut cy) = (0.0, 0.0, 0.0);
-    for i in 0..local.len() {
-        let (p, q) = (local[i], local[(i + 1) % local.len()]);
-        let w = p.0 * q.1 - q.0 * p.1;
-        area += w;
-        cx += (p.0 + q.0) * w;
-        cy += (p.1 + q.1) * w;
-    }
-    if area.abs() < 1e-12 {
-        return mean;
-    }
-    (
-        mean.0 + cx / (3.0 * area),
-        mean.1 + cy / (3.0 * area) * scale,
-    )
-}
-
 /// Most samples one piece drops to restore consistency before it is split instead.
 const DROP_BUDGET: usize = 16;
 /// The shortest piece a bend of the drift splits off, ns.
@@ -501,9 +474,8 @@ fn hull_pieces(mut points: Points, pieces: &mut Vec<Piece>) -> usize {
             // the estimate with the least worst-case error at each instant; the line is
             // their least-squares fit over the piece (the centroid of a lopsided polygon
             // is pulled to one side).
-            match middle_line(&piece, first, last) {
-                Some((offset, drift)) => (piece.offset, piece.drift) = (offset, drift),
-                None => (piece.offset, piece.drift) = centroid(&piece.corners),
+            if let Some((offset, drift)) = middle_line(&piece, first, last) {
+                (piece.offset, piece.drift) = (offset, drift);
             }
             if !spikes_checked {
                 spikes_checked = true;
@@ -511,14 +483,7 @@ fn hull_pieces(mut points: Points, pieces: &mut Vec<Piece>) -> usize {
                 let most = spike_rank(points.upper.len().min(points.lower.len()));
                 if !found.is_empty() && found.len() <= most {
                     for (upper, point) in found {
-                        remove_point(
-                            if upper {
-                                &mut points.upper
-                            } else {
-                                &mut points.lower
-                            },
-                            point,
-                        );
+                        points.remove(upper, point);
                         dropped += 1;
                     }
                     continue;
@@ -526,17 +491,14 @@ fn hull_pieces(mut points: Points, pieces: &mut Vec<Piece>) -> usize {
             }
             // Clocks bend over minutes (temperature), not within seconds: shorter
             // pieces would only follow the noise of the smallest delays.
-            let splittable = points.upper.len() >= 2 * SPLIT_MIN
-                && points.lower.len() >= 2 * SPLIT_MIN
-                && last - first >= 2 * SHORTEST_BEND;
+            let splittable = points.splittable() && last - first >= 2 * SHORTEST_BEND;
             if splittable && curved(&points, &piece) {
                 break;
             }
             pieces.push(piece);
             return dropped;
         }
-        let splittable = points.upper.len() >= 2 * SPLIT_MIN && points.lower.len() >= 2 * SPLIT_MIN;
-        if splittable && crossing >= DROP_BUDGET {
+        if points.splittable() && crossing >= DROP_BUDGET {
             break;
         }
         drop_crossing(&mut points, &hulls);
@@ -573,13 +535,19 @@ fn middle_line(piece: &Piece, first: Nanos, last: Nanos) -> Option<(f64, f64)> {
         let (low, high) = piece.bounds_at(t)?;
         points.push(((t - piece.origin) as f64, (low + high) / 2.0));
     }
+    Some(least_squares(&points))
+}
+
+/// The least-squares line through points, as (value at x = 0, slope); flat when the
+/// points share one x.
+fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
     let n = points.len() as f64;
     let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
     let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
     let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
     let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
-    let drift = sxy / sxx;
-    Some((mean_y - drift * mean_x, drift))
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (mean_y - slope * mean_x, slope)
 }
 
 /// Whether the clocks' relation bends within a piece although one line still fits
@@ -636,18 +604,10 @@ fn curved(points: &Points, piece: &Piece) -> bool {
         .collect();
     gaps.sort_by(f64::total_cmp);
     let tolerance = CURVE_TOLERANCE.max(CURVE_NOISE * gaps[gaps.len() / 2]);
-    let n = middles.len() as f64;
-    let mean_x = middles.iter().map(|m| m.0).sum::<f64>() / n;
-    let mean_y = middles.iter().map(|m| m.1).sum::<f64>() / n;
-    let sxx: f64 = middles.iter().map(|m| (m.0 - mean_x).powi(2)).sum();
-    let sxy: f64 = middles
-        .iter()
-        .map(|m| (m.0 - mean_x) * (m.1 - mean_y))
-        .sum();
-    let slope = sxy / sxx;
+    let (at_zero, slope) = least_squares(&middles);
     middles
         .iter()
-        .any(|m| (m.1 - mean_y - slope * (m.0 - mean_x)).abs() > tolerance)
+        .any(|m| (m.1 - at_zero - slope * m.0).abs() > tolerance)
 }
 
 /// How far (ns) the middle of the smallest slacks may stray from a line before a piece
@@ -678,9 +638,9 @@ fn drop_crossing(points: &mut Points, hulls: &Hulls) {
         h.widest(&h.breakpoints()).1
     };
     if try_without(true) >= try_without(false) {
-        remove_point(&mut points.upper, u);
+        points.remove(true, u);
     } else {
-        remove_point(&mut points.lower, l);
+        points.remove(false, l);
     }
 }
 
@@ -879,16 +839,11 @@ fn regression_line(exchanges: &[Exchange]) -> Option<Piece> {
     let end = exchanges.last()?.at;
     let origin = start + (end - start) / 2;
     let n = kept.len() as f64;
-    let mean_x = kept.iter().map(|e| (e.at - origin) as f64).sum::<f64>() / n;
-    let mean_y = kept.iter().map(|e| e.offset).sum::<f64>() / n;
-    let (mut sxx, mut sxy) = (0.0, 0.0);
-    for e in &kept {
-        let dx = (e.at - origin) as f64 - mean_x;
-        sxx += dx * dx;
-        sxy += dx * (e.offset - mean_y);
-    }
-    let drift = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    let offset = mean_y - drift * mean_x;
+    let line: Vec<(f64, f64)> = kept
+        .iter()
+        .map(|e| ((e.at - origin) as f64, e.offset))
+        .collect();
+    let (offset, drift) = least_squares(&line);
     let residuals: f64 = kept
         .iter()
         .map(|e| {

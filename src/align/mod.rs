@@ -167,7 +167,7 @@ pub fn align_with(captures: &[HostCapture], method: Method, least_squares: bool)
             },
             offset_ns: 0.0,
             drift_ppm: 0.0,
-            bound_ns: Some(0.0),
+            bound_ns: route.map(|_| 0.0),
             samples: 0,
             via: Vec::new(),
             hops,
@@ -197,11 +197,21 @@ pub fn align_with(captures: &[HostCapture], method: Method, least_squares: bool)
                 clock.via.push(names[at].clone());
             }
         }
-        if route.is_none() {
-            clock.bound_ns = None;
-        }
         alignment.hosts.push(clock);
     }
+    alignment.loops = alignment.check_loops(&names);
+    if let (true, Some(reference)) = (least_squares, routes.reference) {
+        let spans: Vec<Option<(Nanos, Nanos)>> = alignment
+            .hosts
+            .iter()
+            .map(|h| (h.quality != Quality::Absent).then_some(h.span))
+            .collect();
+        let grids = combine::least_squares(&alignment, &spans, reference);
+        alignment.least_squares = grids.iter().any(Option::is_some);
+        alignment.grids = grids;
+    }
+    // Offsets and drifts as corrected (by least squares where solved); bounds along
+    // the routes.
     for index in 0..alignment.hosts.len() {
         let (first, last) = alignment.hosts[index].span;
         if alignment.hosts[index].hops.is_empty() {
@@ -217,52 +227,10 @@ pub fn align_with(captures: &[HostCapture], method: Method, least_squares: bool)
         }
         clock.bound_ns = bound;
     }
-    alignment.loops = alignment.check_loops(&names);
-    if let (true, Some(reference)) = (least_squares, routes.reference) {
-        let spans: Vec<Option<(Nanos, Nanos)>> = alignment
-            .hosts
-            .iter()
-            .map(|h| (h.quality != Quality::Absent).then_some(h.span))
-            .collect();
-        let grids = combine::least_squares(&alignment, &alignment.fits, &spans, reference);
-        alignment.least_squares = grids.iter().any(Option::is_some);
-        alignment.grids = grids;
-        // The offsets and drifts reported are those of the combined corrections.
-        for index in 0..alignment.hosts.len() {
-            let (first, last) = alignment.hosts[index].span;
-            if alignment.hosts[index].hops.is_empty() {
-                continue;
-            }
-            let (at_first, at_last) = (
-                -alignment.correction(index, first),
-                -alignment.correction(index, last),
-            );
-            let clock = &mut alignment.hosts[index];
-            clock.offset_ns = at_first;
-            if last > first {
-                clock.drift_ppm = (at_last - at_first) / (last - first) as f64 * 1e6;
-            }
-        }
-    }
     alignment
 }
 
-impl combine::Tree for Alignment {
-    fn correction(&self, host: usize, t: Nanos) -> f64 {
-        self.walk(host, t).1
-    }
-
-    fn bound(&self, host: usize, t: Nanos) -> Option<f64> {
-        self.walk(host, t).2
-    }
-}
-
 impl Alignment {
-    /// The pair fits, for studies and tests.
-    pub fn fits(&self) -> &[PairFit] {
-        &self.fits
-    }
-
     /// A time in capture `host`'s clock in the reference's clock (unchanged for a host
     /// that is not aligned).
     pub fn to_reference(&self, host: usize, t: Nanos) -> Nanos {
@@ -281,6 +249,11 @@ impl Alignment {
             Some(correction) => correction,
             None => self.walk(host, t).1,
         }
+    }
+
+    /// The correction along the host's route alone (what least squares starts from).
+    fn route_correction(&self, host: usize, t: Nanos) -> f64 {
+        self.walk(host, t).1
     }
 
     /// Half the width of the bounds along a host's route at its time `t` (`None` when

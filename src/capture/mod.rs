@@ -3,9 +3,10 @@
 //! formats) → [`decode`] (link, IP, TCP/UDP) → [`flows`] (connections, in-order bytes)
 //! → [`protocol`] (messages, calls and returns); this module then decides which of a
 //! file's addresses are the capturing host's own, names nodes, and hands each message
-//! end to the trace builder, which merges the ends seen in two hosts' captures. Owns
-//! the capture options and errors; knows nothing of clocks (each time stays in its
-//! host's clock) or of inference.
+//! end to the trace builder, which merges the ends seen in two hosts' captures, each
+//! time turned by the clock correction it is given. Owns the capture options and
+//! errors, and the stamps of TCP segments that [`crate::align`] pairs; knows nothing
+//! of how clocks are fitted, or of inference.
 
 pub mod decode;
 pub mod file;
@@ -91,17 +92,21 @@ pub struct CaptureOptions {
 
 /// Whether a file starts with a pcap or pcapng magic number.
 pub fn is_capture(path: &Path) -> bool {
-    let mut magic = [0u8; 4];
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return false;
-    };
-    if file.read_exact(&mut magic).is_err() {
-        return false;
-    }
     matches!(
-        u32::from_le_bytes(magic),
-        0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0x0a0d_0d0a
+        magic(path),
+        Some(0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | PCAPNG_MAGIC)
     )
+}
+
+/// The pcapng section header's block type, as its first four bytes read.
+pub(crate) const PCAPNG_MAGIC: u32 = 0x0a0d_0d0a;
+
+/// A file's first four bytes, little-endian, if it has four.
+pub(crate) fn magic(path: &Path) -> Option<u32> {
+    let mut magic = [0u8; 4];
+    let mut file = std::fs::File::open(path).ok()?;
+    file.read_exact(&mut magic).ok()?;
+    Some(u32::from_le_bytes(magic))
 }
 
 /// What one capture file gave, before nodes are named.

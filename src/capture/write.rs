@@ -30,12 +30,7 @@ impl Container {
 
     /// The container a file is in, from its magic number.
     pub fn of(path: &Path) -> Container {
-        let mut magic = [0u8; 4];
-        let is_ng = std::fs::File::open(path)
-            .and_then(|mut f| io::Read::read_exact(&mut f, &mut magic))
-            .map(|()| u32::from_le_bytes(magic) == 0x0a0d_0d0a)
-            .unwrap_or(false);
-        if is_ng {
+        if super::magic(path) == Some(super::PCAPNG_MAGIC) {
             Container::PcapNg
         } else {
             Container::Pcap

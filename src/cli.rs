@@ -5,6 +5,7 @@ use blackbox::align::{self, fit::Method};
 use blackbox::capture::{self, protocol::ProtocolName, write::Container, CaptureOptions, NodeBy};
 use blackbox::convolution::{self, ConvolveOptions};
 use blackbox::eval::{calls, paths};
+use blackbox::nesting::explain::{self, CallQuery};
 use blackbox::nesting::{self, parents::Penalties, NestOptions};
 use blackbox::report::{
     self, assignments::Assignments, json::Json, table::Table, NestReport, Ranking, Render, SortKey,
@@ -271,6 +272,13 @@ struct NestArgs {
     /// call_time parent_sender parent_receiver parent_call_id; `-` for roots).
     #[arg(long, value_name = "FILE")]
     assignments: Option<PathBuf>,
+
+    /// Instead of the pattern table, show why CALL got its parent: its candidate
+    /// parents with each one's scoreboard value, penalties and final score. CALL is a
+    /// call id (every call carrying it), or "SENDER RECEIVER TIME" in one argument (the
+    /// call between those nodes sent nearest to TIME, in seconds).
+    #[arg(long, value_name = "CALL")]
+    explain: Option<String>,
 
     /// Do not print the summary of what was read and skipped.
     #[arg(long, short)]
@@ -640,6 +648,12 @@ impl AlgorithmArgs {
 
 fn nest(args: NestArgs) -> Result<()> {
     let options = args.algorithm.options();
+    let query = args
+        .explain
+        .as_deref()
+        .map(CallQuery::parse)
+        .transpose()
+        .map_err(|e| Usage(e.to_string()))?;
     let trace = load(&args.files, &args.capture, args.quiet)?;
     let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
     let ranking = Ranking {
@@ -674,7 +688,19 @@ fn nest(args: NestArgs) -> Result<()> {
         report::svg::draw_and_tell(&dots, dir)
             .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
     }
-    write_out(None, |w| Table.render(&report, w))
+    match query {
+        Some(query) => {
+            let calls = explain::find_calls(&trace, &nesting, &query)?;
+            let explanations: Vec<_> = calls
+                .iter()
+                .map(|&call| explain::explain(&trace, &nesting, &options, call))
+                .collect();
+            write_out(None, |w| {
+                report::explanation::write(&trace, &nesting, options.penalties, &explanations, w)
+            })
+        }
+        None => write_out(None, |w| Table.render(&report, w)),
+    }
 }
 
 fn describe(files: &[PathBuf]) -> String {

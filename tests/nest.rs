@@ -625,3 +625,68 @@ fn closing_stdout_early_exits_quietly() {
     assert!(status.success(), "exit {status:?}, stderr: {stderr}");
     assert_eq!(stderr, "");
 }
+
+#[test]
+fn explain_of_figure_5_shows_the_overlap_penalty_that_decided() {
+    let fig5 = data("figure5.trace");
+    let out = stdout_of(&["nest", "--quiet", fig5.to_str().unwrap(), "--explain", "c2"]);
+    golden("figure5-explain-c2.txt", &out);
+    assert!(out.contains("Chosen: A → B (id p2)"), "{out}");
+}
+
+/// `--explain` replays the decision on its own; it must reach the parent the run chose,
+/// for calls with many candidates as well as roots.
+#[test]
+fn explain_agrees_with_the_assignments_call_by_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("assignments.tsv");
+    stdout_of(&[
+        "nest",
+        "-q",
+        SAMPLE,
+        "--assignments",
+        file.to_str().unwrap(),
+    ]);
+    let assignments = std::fs::read_to_string(&file).unwrap();
+    let rows: Vec<Vec<&str>> = assignments
+        .lines()
+        .filter(|l| l.contains('\t'))
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert!(rows.len() > 100, "{} assignment rows", rows.len());
+    let mut roots = 0;
+    for row in rows.iter().step_by(rows.len() / 25) {
+        let query = format!("{} {} {}", row[0], row[1], row[3]);
+        let out = stdout_of(&["nest", "-q", SAMPLE, "--explain", &query]);
+        let expected = if row[4] == "-" {
+            roots += 1;
+            "it starts a path (a root)".to_owned()
+        } else {
+            format!("Chosen: {} → {} (id {})", row[4], row[5], row[6])
+        };
+        assert!(
+            out.contains(&expected) && out.contains(&format!("(id {})", row[2])),
+            "{query}: expected {expected:?} in\n{out}"
+        );
+    }
+    assert!(
+        roots > 0 && roots < 25,
+        "{roots} roots among the sampled calls"
+    );
+}
+
+#[test]
+fn explain_refuses_unknown_calls_and_malformed_queries() {
+    let fig5 = data("figure5.trace");
+    let fig5 = fig5.to_str().unwrap();
+    blackbox()
+        .args(["nest", "-q", fig5, "--explain", "nope"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no call with id \"nope\""));
+    blackbox()
+        .args(["nest", "-q", fig5, "--explain", "A B"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("SENDER RECEIVER TIME"));
+}

@@ -9,6 +9,7 @@
 
 pub mod call_pairs;
 pub mod candidates;
+pub mod explain;
 pub mod parents;
 pub mod patterns;
 pub mod scoreboard;
@@ -230,6 +231,47 @@ fn nest_node(
     bins: Bins,
     options: &NestOptions,
 ) -> NodeOutcome {
+    let board = prepare_node(trace, pairs, incoming, outgoing, bins, options);
+    let choice = parents::choose_parents(
+        pairs,
+        incoming,
+        outgoing,
+        &board.candidates,
+        &board.scoreboard,
+        options.penalties,
+        None,
+    );
+    let chosen = outgoing
+        .iter()
+        .zip(choice)
+        .filter(|&(_, local)| local != NO_PARENT)
+        .map(|(&child, local)| (child, incoming[local as usize]))
+        .collect();
+    NodeOutcome {
+        chosen,
+        candidate_links: board.candidates.parents.len() as u64,
+        children_with_candidates: board.children_with_candidates,
+        histograms: board.scoreboard.histograms() as u64,
+    }
+}
+
+/// What one node B decides its children's parents with.
+struct NodeBoard {
+    candidates: candidates::Candidates,
+    scoreboard: Scoreboard,
+    children_with_candidates: u64,
+}
+
+/// Step 2 for one node B: sorts its calls in and out on B's clock, finds each child's
+/// candidates and fills B's scoreboard.
+fn prepare_node(
+    trace: &Trace,
+    pairs: &[CallPair],
+    incoming: &mut [u32],
+    outgoing: &mut [u32],
+    bins: Bins,
+    options: &NestOptions,
+) -> NodeBoard {
     // Both orders are on this node's clock. Ties (coarse timestamps) break by the other
     // node's name and the call id's text, never by the global pair order, which follows
     // other hosts' clocks: an offset between hosts must not change any decision here.
@@ -277,26 +319,10 @@ fn nest_node(
         }
     }
     scoreboard.smooth(options.smoothing);
-
-    let choice = parents::choose_parents(
-        pairs,
-        incoming,
-        outgoing,
-        &candidates,
-        &scoreboard,
-        options.penalties,
-    );
-    let chosen = outgoing
-        .iter()
-        .zip(choice)
-        .filter(|&(_, local)| local != NO_PARENT)
-        .map(|(&child, local)| (child, incoming[local as usize]))
-        .collect();
-    NodeOutcome {
-        chosen,
-        candidate_links: candidates.parents.len() as u64,
+    NodeBoard {
+        candidates,
+        scoreboard,
         children_with_candidates,
-        histograms: scoreboard.histograms() as u64,
     }
 }
 

@@ -33,13 +33,33 @@ impl Default for Penalties {
     }
 }
 
+/// How one candidate parent scored for one child: what `--explain` shows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CandidateScore {
+    /// The candidate, as an index into the node's incoming calls.
+    pub local: u32,
+    /// The scoreboard's value at the candidate's delay, before penalties.
+    pub scoreboard: f64,
+    /// The candidate's children so far that overlap this child in time.
+    pub overlapping: u32,
+    /// The candidate's children so far that call the same node as this child.
+    pub same_callee: u32,
+    /// The candidate's children so far.
+    pub children: u32,
+    /// The product of the three penalties.
+    pub penalty: f64,
+    /// `scoreboard × penalty`: the highest wins.
+    pub score: f64,
+}
+
 /// Chooses a parent for each child of one node B.
 ///
 /// Children are decided in the order of their call times (`outgoing` is sorted so),
 /// each against the children its candidates already have. The score of candidate
 /// parent A→B is `scoreboard[A, C, t(child call) − t(parent call)]` times the penalties;
 /// the highest wins, ties going to the earliest-starting candidate. Returns, per child,
-/// the index into `incoming` of its parent, or [`NO_PARENT`].
+/// the index into `incoming` of its parent, or [`NO_PARENT`]. When `explain` names a
+/// child (its index in `outgoing`), each of its candidates' scores goes into `scores`.
 pub fn choose_parents(
     pairs: &[CallPair],
     incoming: &[u32],
@@ -47,7 +67,12 @@ pub fn choose_parents(
     candidates: &Candidates,
     scoreboard: &Scoreboard,
     penalties: Penalties,
+    explain: Option<(usize, &mut Vec<CandidateScore>)>,
 ) -> Vec<u32> {
+    let (explain, mut scores) = match explain {
+        Some((k, scores)) => (Some(k), Some(scores)),
+        None => (None, None),
+    };
     // Each parent's assigned children as a linked list in two flat arrays: no allocation
     // per parent, and the list stays in call-time order.
     let mut first_child = vec![NO_PARENT; incoming.len()];
@@ -63,13 +88,14 @@ pub fn choose_parents(
         let mut best_score = f64::NEG_INFINITY;
         for &local in candidates.of(k) {
             let parent = &pairs[incoming[local as usize] as usize];
-            let mut score = scoreboard.score(
+            let value = scoreboard.score(
                 parent.caller,
                 child.callee,
                 child.caller_send - parent.callee_recv,
             );
-            if needs_children {
-                let (mut overlapping, mut same, mut any) = (0u32, 0u32, 0u32);
+            let explaining = explain == Some(k);
+            let (mut overlapping, mut same, mut any) = (0u32, 0u32, 0u32);
+            if needs_children || explaining {
                 let mut sibling = first_child[local as usize];
                 while sibling != NO_PARENT {
                     let other = &pairs[outgoing[sibling as usize] as usize];
@@ -86,9 +112,23 @@ pub fn choose_parents(
                     any += 1;
                     sibling = next_sibling[sibling as usize];
                 }
-                score *= penalty(overlapping, penalties.overlap)
-                    * penalty(same, penalties.same_callee)
-                    * penalty(any, penalties.any_child);
+            }
+            let factor = penalty(overlapping, penalties.overlap)
+                * penalty(same, penalties.same_callee)
+                * penalty(any, penalties.any_child);
+            let score = value * factor;
+            if explaining {
+                if let Some(scores) = scores.as_deref_mut() {
+                    scores.push(CandidateScore {
+                        local,
+                        scoreboard: value,
+                        overlapping,
+                        same_callee: same,
+                        children: any,
+                        penalty: factor,
+                        score,
+                    });
+                }
             }
             if score > best_score {
                 best_score = score;

@@ -7,6 +7,7 @@ pub mod alignment;
 pub mod assignments;
 pub mod dot;
 pub mod evaluation;
+pub mod explanation;
 pub mod json;
 pub mod paths;
 pub mod summary;

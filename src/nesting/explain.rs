@@ -1,0 +1,283 @@
+//! Why a call got its parent (`--explain`): finds the call a user names, re-runs its
+//! node's parent choice with the scores of that one decision recorded, and returns them
+//! as plain data. Owns the lookup of calls by id or by sender, receiver and time; the
+//! wording belongs to [`crate::report::explanation`].
+
+use super::call_pairs::CallPair;
+use super::parents::{self, CandidateScore, NO_PARENT};
+use super::scoreboard::Bins;
+use super::{prepare_node, NestOptions, Nesting};
+use crate::trace::time::{self, TimeError};
+use crate::trace::{Nanos, NodeId, Trace};
+
+/// Which call to explain, as a user names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallQuery {
+    /// Every call with this call id.
+    Id(String),
+    /// The call from `sender` to `receiver` sent nearest to `time`.
+    At {
+        /// Node that sent the call.
+        sender: String,
+        /// Node that received it.
+        receiver: String,
+        /// Seconds, as in the trace.
+        time: Nanos,
+    },
+}
+
+/// Why a call could not be explained.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExplainError {
+    /// Neither one call id nor `SENDER RECEIVER TIME`.
+    #[error("--explain takes a call id, or `SENDER RECEIVER TIME` in one argument; got {0:?}")]
+    BadQuery(String),
+    /// The time of `SENDER RECEIVER TIME` is not a number of seconds.
+    #[error("--explain: {time:?} is not a time in seconds: {source}")]
+    BadTime {
+        /// What was given.
+        time: String,
+        /// Why it does not parse.
+        source: TimeError,
+    },
+    /// No call pair carries the id.
+    #[error("no call with id {0:?} was matched with its return")]
+    NoSuchId(String),
+    /// No call pair goes from sender to receiver.
+    #[error("no call from {sender} to {receiver} was matched with its return")]
+    NoSuchCall {
+        /// Node that sent the call.
+        sender: String,
+        /// Node that received it.
+        receiver: String,
+    },
+}
+
+impl CallQuery {
+    /// Reads `ID` or `SENDER RECEIVER TIME`.
+    pub fn parse(text: &str) -> Result<Self, ExplainError> {
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        match fields[..] {
+            [id] => Ok(CallQuery::Id(id.to_owned())),
+            [sender, receiver, at] => Ok(CallQuery::At {
+                sender: sender.to_owned(),
+                receiver: receiver.to_owned(),
+                time: time::parse_seconds(at.as_bytes()).map_err(|source| {
+                    ExplainError::BadTime {
+                        time: at.to_owned(),
+                        source,
+                    }
+                })?,
+            }),
+            _ => Err(ExplainError::BadQuery(text.to_owned())),
+        }
+    }
+}
+
+/// The calls a query names, as indexes into `nesting.pairs`, in call-time order.
+pub fn find_calls(
+    trace: &Trace,
+    nesting: &Nesting,
+    query: &CallQuery,
+) -> Result<Vec<u32>, ExplainError> {
+    let pairs = &nesting.pairs;
+    match query {
+        CallQuery::Id(id) => {
+            let found: Vec<u32> = match trace.call_ids.get(id) {
+                Some(wanted) => (0..pairs.len() as u32)
+                    .filter(|&i| pairs[i as usize].call_id.0 == wanted)
+                    .collect(),
+                None => Vec::new(),
+            };
+            if found.is_empty() {
+                return Err(ExplainError::NoSuchId(id.clone()));
+            }
+            Ok(found)
+        }
+        CallQuery::At {
+            sender,
+            receiver,
+            time,
+        } => {
+            let node = |name: &str| trace.nodes.get(name).map(NodeId);
+            let no_such = || ExplainError::NoSuchCall {
+                sender: sender.clone(),
+                receiver: receiver.clone(),
+            };
+            let (from, to) = (
+                node(sender).ok_or_else(no_such)?,
+                node(receiver).ok_or_else(no_such)?,
+            );
+            (0..pairs.len() as u32)
+                .filter(|&i| pairs[i as usize].caller == from && pairs[i as usize].callee == to)
+                .min_by_key(|&i| (pairs[i as usize].caller_send - time).unsigned_abs())
+                .map(|i| vec![i])
+                .ok_or_else(no_such)
+        }
+    }
+}
+
+/// One candidate parent of the explained call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    /// The candidate, as an index into the pairs.
+    pub parent: u32,
+    /// Child's call time minus the candidate's, both on the node's clock.
+    pub delay: Nanos,
+    /// How it scored.
+    pub score: CandidateScore,
+}
+
+/// The parent choice of one call, replayed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explanation {
+    /// The call, as an index into the pairs.
+    pub call: u32,
+    /// The node whose children are decided together (the call's sender).
+    pub node: NodeId,
+    /// Calls leaving that node, decided in call-time order.
+    pub decisions: usize,
+    /// This call's place in that order, from 0.
+    pub order: usize,
+    /// Its candidates, best score first (ties: earliest start first, as decided).
+    pub candidates: Vec<Candidate>,
+    /// The parent the choice gave, or [`NO_PARENT`].
+    pub chosen: u32,
+    /// The parent in the result: differs from `chosen` only when cutting a cycle made
+    /// the call a root.
+    pub parent: u32,
+}
+
+/// Replays the parent choice of `call` (an index into `nesting.pairs`) at its sender.
+/// Costs one pass over the pairs plus one node's share of the nesting.
+pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u32) -> Explanation {
+    let pairs: &[CallPair] = &nesting.pairs;
+    let node = pairs[call as usize].caller;
+    let mut incoming: Vec<u32> = (0..pairs.len() as u32)
+        .filter(|&i| pairs[i as usize].callee == node)
+        .collect();
+    let mut outgoing: Vec<u32> = (0..pairs.len() as u32)
+        .filter(|&i| pairs[i as usize].caller == node)
+        .collect();
+    let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
+    let board = prepare_node(trace, pairs, &mut incoming, &mut outgoing, bins, options);
+    let order = outgoing
+        .iter()
+        .position(|&i| i == call)
+        .expect("a call leaves its own caller");
+    let mut scores = Vec::new();
+    let choice = parents::choose_parents(
+        pairs,
+        &incoming,
+        &outgoing,
+        &board.candidates,
+        &board.scoreboard,
+        options.penalties,
+        Some((order, &mut scores)),
+    );
+    let child = &pairs[call as usize];
+    let mut candidates: Vec<Candidate> = scores
+        .into_iter()
+        .map(|score| {
+            let parent = incoming[score.local as usize];
+            Candidate {
+                parent,
+                delay: child.caller_send - pairs[parent as usize].callee_recv,
+                score,
+            }
+        })
+        .collect();
+    // Stable: equal scores keep the earliest-start-first order the choice used.
+    candidates.sort_by(|a, b| b.score.score.total_cmp(&a.score.score));
+    let chosen = match choice[order] {
+        NO_PARENT => NO_PARENT,
+        local => incoming[local as usize],
+    };
+    Explanation {
+        call,
+        node,
+        decisions: outgoing.len(),
+        order,
+        candidates,
+        chosen,
+        parent: nesting.parent[call as usize],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nesting::nest;
+    use crate::trace::text::trace_from_str;
+
+    /// Paper Figure 5 again: c2 could belong to p1 or p2; p1 already has c1, which
+    /// overlaps c2, so the overlap penalty (x = 2) quarters p1's score.
+    const FIGURE_5: &str = "0 CALL A B p1\n1 CALL A B p2\n2 CALL B C c1\n3 CALL B C c2\n\
+                            4 RET C B c1\n5 RET C B c2\n6 RET B A p1\n7 RET B A p2\n";
+
+    #[test]
+    fn the_explanation_agrees_with_the_choice_and_shows_the_penalty() {
+        let trace = trace_from_str(FIGURE_5);
+        let options = NestOptions::default();
+        let nesting = nest(&trace, &options).unwrap();
+        let calls = find_calls(&trace, &nesting, &CallQuery::Id("c2".into())).unwrap();
+        assert_eq!(calls.len(), 1);
+        let e = explain(&trace, &nesting, &options, calls[0]);
+        assert_eq!(trace.node_name(e.node), "B");
+        assert_eq!((e.order, e.decisions), (1, 2));
+        assert_eq!(e.candidates.len(), 2);
+        let id = |i: u32| trace.call_id_text(nesting.pairs[i as usize].call_id);
+        assert_eq!(id(e.chosen), "p2");
+        assert_eq!(e.chosen, e.parent);
+        let best = &e.candidates[0];
+        assert_eq!(best.parent, e.chosen);
+        assert_eq!(best.delay, 2_000_000_000);
+        let other = &e.candidates[1];
+        assert_eq!(id(other.parent), "p1");
+        assert_eq!((other.score.overlapping, other.score.children), (1, 1));
+        assert_eq!(other.score.penalty, 0.25);
+        assert_eq!(other.score.score, other.score.scoreboard * 0.25);
+        assert!(best.score.score > other.score.score);
+    }
+
+    #[test]
+    fn a_call_is_found_by_sender_receiver_and_nearest_time() {
+        let trace = trace_from_str(FIGURE_5);
+        let nesting = nest(&trace, &NestOptions::default()).unwrap();
+        let query = CallQuery::parse("B C 2.9").unwrap();
+        let calls = find_calls(&trace, &nesting, &query).unwrap();
+        assert_eq!(
+            trace.call_id_text(nesting.pairs[calls[0] as usize].call_id),
+            "c2"
+        );
+        assert_eq!(
+            find_calls(&trace, &nesting, &CallQuery::parse("C B 1").unwrap()),
+            Err(ExplainError::NoSuchCall {
+                sender: "C".into(),
+                receiver: "B".into()
+            })
+        );
+        assert_eq!(
+            find_calls(&trace, &nesting, &CallQuery::parse("zz").unwrap()),
+            Err(ExplainError::NoSuchId("zz".into()))
+        );
+        assert!(matches!(
+            CallQuery::parse("A B"),
+            Err(ExplainError::BadQuery(_))
+        ));
+        assert!(matches!(
+            CallQuery::parse("A B soon"),
+            Err(ExplainError::BadTime { .. })
+        ));
+    }
+
+    #[test]
+    fn a_call_with_no_open_parent_is_explained_as_a_root() {
+        let trace = trace_from_str(FIGURE_5);
+        let nesting = nest(&trace, &NestOptions::default()).unwrap();
+        let calls = find_calls(&trace, &nesting, &CallQuery::Id("p1".into())).unwrap();
+        let e = explain(&trace, &nesting, &NestOptions::default(), calls[0]);
+        assert!(e.candidates.is_empty());
+        assert_eq!((e.chosen, e.parent), (NO_PARENT, NO_PARENT));
+    }
+}

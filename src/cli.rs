@@ -8,7 +8,8 @@ use blackbox::eval::{calls, paths};
 use blackbox::nesting::explain::{self, CallQuery};
 use blackbox::nesting::{self, parents::Penalties, NestOptions};
 use blackbox::report::{
-    self, assignments::Assignments, json::Json, table::Table, NestReport, Ranking, Render, SortKey,
+    self, assignments::Assignments, json::Json, otlp::Otlp, table::Table, NestReport, Ranking,
+    Render, SortKey,
 };
 use blackbox::trace::{text, time, Nanos, Trace, TraceBuilder};
 use clap::{Args, Parser, Subcommand};
@@ -272,6 +273,12 @@ struct NestArgs {
     /// call_time parent_sender parent_receiver parent_call_id; `-` for roots).
     #[arg(long, value_name = "FILE")]
     assignments: Option<PathBuf>,
+
+    /// Write every inferred path instance as an OpenTelemetry trace in OTLP/JSON (one
+    /// span per call, on the service it entered, parented to the call it was nested in),
+    /// for Jaeger, Grafana Tempo or an OpenTelemetry Collector to import.
+    #[arg(long, value_name = "FILE")]
+    otlp: Option<PathBuf>,
 
     /// Instead of the pattern table, show why CALL got its parent: its candidate
     /// parents with each one's scoreboard value, penalties and final score. CALL is a
@@ -677,6 +684,9 @@ fn nest(args: NestArgs) -> Result<()> {
     }
     if let Some(path) = &args.assignments {
         write_out(Some(path), |w| Assignments.render(&report, w))?;
+    }
+    if let Some(path) = &args.otlp {
+        write_out(Some(path), |w| Otlp.render(&report, w))?;
     }
     if let Some(dir) = &args.dot {
         report::dot::write_dir(&report, dir)

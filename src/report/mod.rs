@@ -9,6 +9,7 @@ pub mod dot;
 pub mod evaluation;
 pub mod explanation;
 pub mod json;
+pub mod otlp;
 pub mod paths;
 pub mod summary;
 pub mod svg;

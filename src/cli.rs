@@ -197,6 +197,11 @@ struct ConvolveArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
+    /// Write a self-contained HTML report: the path table, each path drawn with the
+    /// delay spikes at each node, what was read and skipped, and the clock alignment.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+
     /// Do not print the summary of what was read and skipped.
     #[arg(long, short)]
     quiet: bool,
@@ -273,6 +278,12 @@ struct NestArgs {
     /// call_time parent_sender parent_receiver parent_call_id; `-` for roots).
     #[arg(long, value_name = "FILE")]
     assignments: Option<PathBuf>,
+
+    /// Write a self-contained HTML report: the sortable pattern table, and for each
+    /// pattern its call tree, the node that adds the most latency, a timeline and
+    /// latency histograms; then what was read and skipped, and the clock alignment.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 
     /// Write every inferred path instance as an OpenTelemetry trace in OTLP/JSON (one
     /// span per call, on the service it entered, parented to the call it was nested in),
@@ -531,7 +542,7 @@ fn write_json(value: &impl serde::Serialize, w: &mut dyn Write) -> io::Result<()
 
 fn records(args: RecordsArgs) -> Result<()> {
     let Some(mbox) = &args.mbox else {
-        let trace = load(&args.files, &args.capture, args.quiet)?;
+        let Loaded { trace, .. } = load(&args.files, &args.capture, args.quiet)?;
         return write_out(args.output.as_deref(), |mut w| text::write(&trace, &mut w));
     };
     let file = File::open(mbox).map_err(|source| text::TraceError::Io {
@@ -571,34 +582,43 @@ fn convolve(args: ConvolveArgs) -> Result<()> {
         max_correlations: args.max_correlations,
         roots: args.root.clone(),
     };
-    let trace = load(&args.files, &args.capture, args.quiet)?;
-    let result = convolution::convolve(&trace, &options).with_context(|| describe(&args.files))?;
+    let loaded = load(&args.files, &args.capture, args.quiet)?;
+    let trace = &loaded.trace;
+    let result = convolution::convolve(trace, &options).with_context(|| describe(&args.files))?;
+    let mut summary = Vec::new();
+    report::paths::write_summary(trace, &result, &mut summary)?;
     if !args.quiet {
-        report::paths::write_summary(&trace, &result, &mut io::stderr().lock())?;
+        io::stderr().write_all(&summary)?;
+    }
+    if let Some(path) = &args.html {
+        let notes = input_notes(&args.files, &loaded, summary);
+        write_out(Some(path), |w| {
+            report::html::write_convolution(trace, &result, args.top, &notes, w)
+        })?;
     }
     if let Some(path) = &args.json {
         write_out(Some(path), |w| {
-            report::paths::write_json(&trace, &result, &options, w)
+            report::paths::write_json(trace, &result, &options, w)
         })?;
     }
     if let Some(dir) = &args.dot {
-        report::paths::write_dot_dir(&trace, &result, args.top, dir)
+        report::paths::write_dot_dir(trace, &result, args.top, dir)
             .with_context(|| format!("writing dot files to {}", dir.display()))?;
     }
     if let Some(dir) = &args.svg {
-        let dots = report::paths::write_dot_dir(&trace, &result, args.top, dir)
+        let dots = report::paths::write_dot_dir(trace, &result, args.top, dir)
             .with_context(|| format!("writing dot files to {}", dir.display()))?;
         report::svg::draw_and_tell(&dots, dir)
             .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
     }
     write_out(None, |w| {
-        report::paths::write_table(&trace, &result, args.top, w)
+        report::paths::write_table(trace, &result, args.top, w)
     })
 }
 
 fn eval(args: EvalArgs) -> Result<()> {
     let options = args.algorithm.options();
-    let trace = load(&args.files, &args.capture, args.quiet)?;
+    let Loaded { trace, .. } = load(&args.files, &args.capture, args.quiet)?;
     let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
     if !args.quiet {
         report::summary::write(
@@ -661,23 +681,31 @@ fn nest(args: NestArgs) -> Result<()> {
         .map(CallQuery::parse)
         .transpose()
         .map_err(|e| Usage(e.to_string()))?;
-    let trace = load(&args.files, &args.capture, args.quiet)?;
-    let nesting = nesting::nest(&trace, &options).with_context(|| describe(&args.files))?;
+    let loaded = load(&args.files, &args.capture, args.quiet)?;
+    let trace = &loaded.trace;
+    let nesting = nesting::nest(trace, &options).with_context(|| describe(&args.files))?;
     let ranking = Ranking {
         sort: args.sort,
         top: args.top,
         min_count: args.min_count,
     };
-    let report = NestReport::new(&trace, &nesting, &options, ranking);
+    let report = NestReport::new(trace, &nesting, &options, ranking);
 
+    let mut summary = Vec::new();
+    report::summary::write(
+        &trace.stats,
+        &nesting.stats,
+        nesting.patterns.len(),
+        &mut summary,
+    )?;
     if !args.quiet {
-        let stderr = io::stderr();
-        report::summary::write(
-            &trace.stats,
-            &nesting.stats,
-            nesting.patterns.len(),
-            &mut stderr.lock(),
-        )?;
+        io::stderr().write_all(&summary)?;
+    }
+    if let Some(path) = &args.html {
+        let notes = input_notes(&args.files, &loaded, summary);
+        write_out(Some(path), |w| {
+            report::html::write_nesting(&report, &notes, w)
+        })?;
     }
     if let Some(path) = &args.json {
         write_out(Some(path), |w| Json.render(&report, w))?;
@@ -700,16 +728,28 @@ fn nest(args: NestArgs) -> Result<()> {
     }
     match query {
         Some(query) => {
-            let calls = explain::find_calls(&trace, &nesting, &query)?;
+            let calls = explain::find_calls(trace, &nesting, &query)?;
             let explanations: Vec<_> = calls
                 .iter()
-                .map(|&call| explain::explain(&trace, &nesting, &options, call))
+                .map(|&call| explain::explain(trace, &nesting, &options, call))
                 .collect();
             write_out(None, |w| {
-                report::explanation::write(&trace, &nesting, options.penalties, &explanations, w)
+                report::explanation::write(trace, &nesting, options.penalties, &explanations, w)
             })
         }
         None => write_out(None, |w| Table.render(&report, w)),
+    }
+}
+
+/// What the HTML report says about the input: the files, the run summary and what
+/// loading reported.
+fn input_notes(files: &[PathBuf], loaded: &Loaded, summary: Vec<u8>) -> report::html::InputNotes {
+    report::html::InputNotes {
+        files: files.iter().map(|f| f.display().to_string()).collect(),
+        summary: String::from_utf8_lossy(&summary).into_owned(),
+        captures: loaded.captures.clone(),
+        warnings: loaded.warnings.clone(),
+        alignment: loaded.alignment.clone(),
     }
 }
 
@@ -718,9 +758,56 @@ fn describe(files: &[PathBuf]) -> String {
     names.join(", ")
 }
 
+/// A merged trace and what reading it reported.
+struct Loaded {
+    trace: Trace,
+    /// Per-capture summaries and the repair line, as printed on stderr.
+    captures: String,
+    /// Warnings, one per line, printed even with `--quiet`.
+    warnings: String,
+    /// The clock alignment table, when captures were aligned.
+    alignment: Option<String>,
+}
+
 /// Reads and merges text traces and captures (told apart by their magic numbers),
-/// printing each capture's summary on stderr unless `quiet`.
-fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Trace> {
+/// printing each capture's summary on stderr unless `quiet` (warnings always).
+fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Loaded> {
+    let mut loaded = read_inputs(files, capture_args, quiet)?;
+    let mut stderr = io::stderr().lock();
+    stderr.write_all(loaded.warnings.as_bytes())?;
+    if !quiet {
+        stderr.write_all(loaded.captures.as_bytes())?;
+        if let Some(table) = &loaded.alignment {
+            stderr.write_all(table.as_bytes())?;
+        }
+    }
+    if capture_args.repair {
+        let options = align::repair::RepairOptions {
+            min_latency: capture_args.min_latency,
+            ..align::repair::RepairOptions::default()
+        };
+        let report = align::repair::repair(&mut loaded.trace, &options);
+        let line = format!(
+            "causality repair: {} of {} messages seen at both ends arrived before they left (+{}); after repair {}; {} event times moved, by {} at most, {} on average\n",
+            report.violations_before,
+            report.messages,
+            time::human_duration(capture_args.min_latency as f64),
+            report.violations_after,
+            report.moved,
+            time::human_duration(report.largest_move_ns as f64),
+            time::human_duration(report.mean_move_ns),
+        );
+        if !quiet {
+            stderr.write_all(line.as_bytes())?;
+        }
+        loaded.captures.push_str(&line);
+    }
+    Ok(loaded)
+}
+
+/// [`load`] without printing or repairing.
+fn read_inputs(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Loaded> {
+    use std::fmt::Write as _;
     let (captures, texts): (Vec<PathBuf>, Vec<PathBuf>) = files
         .iter()
         .cloned()
@@ -730,6 +817,9 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
     let progress = blackbox::progress::Progress::reading("reading text traces", &texts, !quiet);
     text::read_files_showing(&texts, &mut builder, &progress)?;
     progress.finish();
+    let mut summaries = String::new();
+    let mut warnings_text = String::new();
+    let mut table = None;
     if !captures.is_empty() {
         let mut options = capture_args.options()?;
         options.progress = !quiet;
@@ -747,58 +837,57 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
             ),
             None => capture::add_to_trace(&read, &options, capture::same_clock, &mut builder),
         }
-        let mut stderr = io::stderr().lock();
+        let mut warnings = Vec::new();
         for host in &read {
             if let Some(stopped) = &host.stopped {
-                writeln!(
-                    stderr,
+                warnings.push(format!(
                     "warning: {}: packet {} at byte {}: {}; the {} packets before it are used",
                     host.path.display(),
                     stopped.packet,
                     stopped.offset,
                     stopped.reason,
                     host.stats.packets
-                )?;
+                ));
             }
         }
-        if !quiet {
-            for host in &read {
-                let own: Vec<String> = host.local.iter().map(|a| a.to_string()).collect();
-                writeln!(
-                    stderr,
-                    "{} (host {}, own address {}): {}",
-                    host.path.display(),
-                    host.host,
-                    if own.is_empty() {
-                        "unknown".to_string()
-                    } else {
-                        own.join(", ")
-                    },
-                    host.stats
-                )?;
-            }
+        for host in &read {
+            let own: Vec<String> = host.local.iter().map(|a| a.to_string()).collect();
+            // Writing to a String cannot fail.
+            let _ = writeln!(
+                summaries,
+                "{} (host {}, own address {}): {}",
+                host.path.display(),
+                host.host,
+                if own.is_empty() {
+                    "unknown".to_string()
+                } else {
+                    own.join(", ")
+                },
+                host.stats
+            );
         }
         if let Some(alignment) = &alignment {
-            if !quiet {
-                report::alignment::write_alignment(alignment, &mut stderr)?;
-            }
+            let mut text = Vec::new();
+            report::alignment::write_alignment(alignment, &mut text)?;
+            table = Some(String::from_utf8_lossy(&text).into_owned());
             let unaligned = alignment.unaligned();
             if !unaligned.is_empty() {
-                writeln!(
-                    stderr,
+                warnings.push(format!(
                     "warning: no TCP segment links {} to the other captures; their clocks stay their own",
                     unaligned.join(", ")
-                )?;
+                ));
             }
             for check in alignment.loops.iter().filter(|c| c.disagrees) {
-                writeln!(
-                    stderr,
+                warnings.push(format!(
                     "warning: the clock fits around {}–{} disagree by {}: one of them is wrong",
                     check.hosts.0,
                     check.hosts.1,
                     time::human_duration(check.residual_ns)
-                )?;
+                ));
             }
+        }
+        for warning in warnings {
+            let _ = writeln!(warnings_text, "{warning}");
         }
         let mut all = capture::stats::FileStats::default();
         for host in &read {
@@ -806,27 +895,12 @@ fn load(files: &[PathBuf], capture_args: &CaptureArgs, quiet: bool) -> Result<Tr
         }
         builder.stats_mut().capture = Some(all);
     }
-    let mut trace = builder.finish();
-    if capture_args.repair {
-        let options = align::repair::RepairOptions {
-            min_latency: capture_args.min_latency,
-            ..align::repair::RepairOptions::default()
-        };
-        let report = align::repair::repair(&mut trace, &options);
-        if !quiet {
-            eprintln!(
-                "causality repair: {} of {} messages seen at both ends arrived before they left (+{}); after repair {}; {} event times moved, by {} at most, {} on average",
-                report.violations_before,
-                report.messages,
-                time::human_duration(capture_args.min_latency as f64),
-                report.violations_after,
-                report.moved,
-                time::human_duration(report.largest_move_ns as f64),
-                time::human_duration(report.mean_move_ns),
-            );
-        }
-    }
-    Ok(trace)
+    Ok(Loaded {
+        trace: builder.finish(),
+        captures: summaries,
+        warnings: warnings_text,
+        alignment: table,
+    })
 }
 
 /// Writes through a buffer to `path`, or to stdout for `None`; errors name the file, and

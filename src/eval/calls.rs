@@ -29,7 +29,7 @@ pub enum TruthFileError {
         source: io::Error,
     },
     /// A line without the seven fields.
-    #[error("{}:{line}: expected 7 tab-separated fields (sender receiver call_id call_time parent_sender parent_receiver parent_call_id), found {found}", path.display())]
+    #[error("{}:{line}: expected 7 tab-separated fields (sender receiver call_id call_time parent_sender parent_receiver parent_call_id) and an optional confidence, found {found}", path.display())]
     BadLine {
         /// The file.
         path: PathBuf,
@@ -52,7 +52,8 @@ pub fn read_truth(path: &Path, reader: impl BufRead) -> Result<TrueParents, Trut
             continue;
         }
         let f: Vec<&str> = line.split('\t').collect();
-        if f.len() != 7 {
+        // An eighth field (blackbox's own confidence column) is allowed and ignored.
+        if !(7..=8).contains(&f.len()) {
             return Err(TruthFileError::BadLine {
                 path: path.into(),
                 line: n as u64 + 1,
@@ -194,6 +195,6 @@ mod tests {
     #[test]
     fn a_short_line_is_named() {
         let err = read_truth(Path::new("truth.tsv"), "a\tb\tc\n".as_bytes()).unwrap_err();
-        assert_eq!(err.to_string(), "truth.tsv:1: expected 7 tab-separated fields (sender receiver call_id call_time parent_sender parent_receiver parent_call_id), found 3");
+        assert_eq!(err.to_string(), "truth.tsv:1: expected 7 tab-separated fields (sender receiver call_id call_time parent_sender parent_receiver parent_call_id) and an optional confidence, found 3");
     }
 }

@@ -166,7 +166,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         .position(|&i| i == call)
         .expect("a call leaves its own caller");
     let mut scores = Vec::new();
-    let choice = parents::choose_parents(
+    let (choice, _) = parents::choose_parents(
         pairs,
         &incoming,
         &outgoing,

@@ -10,6 +10,7 @@
 pub mod call_pairs;
 pub mod candidates;
 pub mod explain;
+pub mod joint;
 pub mod parents;
 pub mod patterns;
 pub mod scoreboard;
@@ -21,9 +22,24 @@ use patterns::Pattern;
 use rayon::prelude::*;
 use scoreboard::{Bins, Scoreboard};
 
-/// Settings of the nesting algorithm; [`Default`] gives the paper's.
+/// Which parent choice runs after the paper's candidates and scoreboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// The paper's greedy choice with fixed penalties (§5.1.1.3), kept reproducible.
+    Paper,
+    /// The paper's answer improved jointly per node under delay, return-gap and
+    /// child-count models learned from the trace ([`joint`]).
+    #[default]
+    Joint,
+}
+
+/// Settings of the nesting algorithm; [`Default`] gives the paper's, with the joint
+/// parent choice.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NestOptions {
+    /// Which parent choice.
+    pub algorithm: Algorithm,
     /// Loosens the containment test by this much, for clock skew (paper §7.5.6).
     pub skew_window: Nanos,
     /// Ratio between successive scoreboard bins.
@@ -44,6 +60,7 @@ pub struct NestOptions {
 impl Default for NestOptions {
     fn default() -> Self {
         NestOptions {
+            algorithm: Algorithm::default(),
             skew_window: 0,
             bin_base: 1.05,
             bin_floor: 1_000,
@@ -108,6 +125,10 @@ pub struct Nesting {
     pub pairs: Vec<CallPair>,
     /// Index of each pair's parent in `pairs`, or [`NO_PARENT`] for a root.
     pub parent: Vec<u32>,
+    /// How sure each pair's parent choice is, in [0, 1]: the margin between the chosen
+    /// parent and the best other candidate under the algorithm's scores; 1 for a call
+    /// with one candidate or none.
+    pub confidence: Vec<f32>,
     /// Path patterns in order of first appearance.
     pub patterns: Vec<Pattern>,
     /// Counts for the summary.
@@ -142,6 +163,7 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
     drop((incoming, outgoing));
 
     let mut parent = vec![NO_PARENT; pairs.len()];
+    let mut confidence = vec![1.0f32; pairs.len()];
     let mut stats = NestStats {
         pairing,
         call_pairs: pairs.len() as u64,
@@ -149,8 +171,9 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
     };
     let (mut links, mut children_with_candidates) = (0u64, 0u64);
     for outcome in per_node {
-        for (child, chosen) in outcome.chosen {
+        for (child, chosen, sure) in outcome.chosen {
             parent[child as usize] = chosen;
+            confidence[child as usize] = sure;
         }
         links += outcome.candidate_links;
         children_with_candidates += outcome.children_with_candidates;
@@ -163,10 +186,11 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
     };
     stats.cycles_broken = parents::break_cycles(&mut parent);
     stats.roots = parent.iter().filter(|&&p| p == NO_PARENT).count() as u64;
-    let patterns = patterns::find_patterns(trace, &pairs, &parent);
+    let patterns = patterns::find_patterns(trace, &pairs, &parent, &confidence);
     Ok(Nesting {
         pairs,
         parent,
+        confidence,
         patterns,
         stats,
     })
@@ -215,8 +239,8 @@ fn find_call_pairs_checked(trace: &Trace) -> Result<(Vec<CallPair>, PairingStats
 }
 
 struct NodeOutcome {
-    /// (child, parent) as indexes into the pairs.
-    chosen: Vec<(u32, u32)>,
+    /// (child, parent) as indexes into the pairs, and the confidence of the choice.
+    chosen: Vec<(u32, u32, f32)>,
     candidate_links: u64,
     children_with_candidates: u64,
     histograms: u64,
@@ -232,7 +256,7 @@ fn nest_node(
     options: &NestOptions,
 ) -> NodeOutcome {
     let board = prepare_node(trace, pairs, incoming, outgoing, bins, options);
-    let choice = parents::choose_parents(
+    let (choice, confidence) = parents::choose_parents(
         pairs,
         incoming,
         outgoing,
@@ -241,11 +265,20 @@ fn nest_node(
         options.penalties,
         None,
     );
+    let (choice, confidence) = match options.algorithm {
+        Algorithm::Paper => (choice, confidence),
+        Algorithm::Joint => {
+            let joint =
+                joint::choose_jointly(pairs, incoming, outgoing, &board.candidates, bins, choice);
+            (joint.parents, joint.confidence)
+        }
+    };
     let chosen = outgoing
         .iter()
         .zip(choice)
-        .filter(|&(_, local)| local != NO_PARENT)
-        .map(|(&child, local)| (child, incoming[local as usize]))
+        .zip(confidence)
+        .filter(|&((_, local), _)| local != NO_PARENT)
+        .map(|((&child, local), confidence)| (child, incoming[local as usize], confidence))
         .collect();
     NodeOutcome {
         chosen,

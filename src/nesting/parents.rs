@@ -58,8 +58,10 @@ pub struct CandidateScore {
 /// each against the children its candidates already have. The score of candidate
 /// parent A→B is `scoreboard[A, C, t(child call) − t(parent call)]` times the penalties;
 /// the highest wins, ties going to the earliest-starting candidate. Returns, per child,
-/// the index into `incoming` of its parent, or [`NO_PARENT`]. When `explain` names a
-/// child (its index in `outgoing`), each of its candidates' scores goes into `scores`.
+/// the index into `incoming` of its parent, or [`NO_PARENT`], and the confidence of
+/// the choice: 1 − (second-best score / best score), 1 with a single candidate, 0 when
+/// nothing scored. When `explain` names a child (its index in `outgoing`), each of its
+/// candidates' scores goes into `scores`.
 pub fn choose_parents(
     pairs: &[CallPair],
     incoming: &[u32],
@@ -68,7 +70,7 @@ pub fn choose_parents(
     scoreboard: &Scoreboard,
     penalties: Penalties,
     explain: Option<(usize, &mut Vec<CandidateScore>)>,
-) -> Vec<u32> {
+) -> (Vec<u32>, Vec<f32>) {
     let (explain, mut scores) = match explain {
         Some((k, scores)) => (Some(k), Some(scores)),
         None => (None, None),
@@ -79,6 +81,7 @@ pub fn choose_parents(
     let mut last_child = vec![NO_PARENT; incoming.len()];
     let mut next_sibling = vec![NO_PARENT; outgoing.len()];
     let mut chosen = vec![NO_PARENT; outgoing.len()];
+    let mut confidence = vec![1.0f32; outgoing.len()];
     let needs_children =
         penalties.overlap != 0.0 || penalties.same_callee != 0.0 || penalties.any_child != 0.0;
 
@@ -86,6 +89,7 @@ pub fn choose_parents(
         let child = &pairs[child_index as usize];
         let mut best = NO_PARENT;
         let mut best_score = f64::NEG_INFINITY;
+        let mut second_score = 0.0f64;
         for &local in candidates.of(k) {
             let parent = &pairs[incoming[local as usize] as usize];
             let value = scoreboard.score(
@@ -131,11 +135,19 @@ pub fn choose_parents(
                 }
             }
             if score > best_score {
+                second_score = second_score.max(best_score);
                 best_score = score;
                 best = local;
+            } else {
+                second_score = second_score.max(score);
             }
         }
         if best != NO_PARENT {
+            confidence[k] = if best_score > 0.0 {
+                (1.0 - second_score / best_score) as f32
+            } else {
+                0.0
+            };
             chosen[k] = best;
             let b = best as usize;
             if last_child[b] == NO_PARENT {
@@ -146,7 +158,7 @@ pub fn choose_parents(
             last_child[b] = k as u32;
         }
     }
-    chosen
+    (chosen, confidence)
 }
 
 fn penalty(count: u32, exponent: f64) -> f64 {

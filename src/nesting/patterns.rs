@@ -33,6 +33,10 @@ pub struct Pattern {
     pub positions: Vec<Position>,
     /// The root call of each instance, as indexes into the call pairs.
     pub instances: Vec<u32>,
+    /// Sum of the confidence of every parent choice in the instances (roots left out).
+    pub confidence_sum: f64,
+    /// The least confident of those choices; 1 when there are none.
+    pub confidence_min: f32,
 }
 
 impl Pattern {
@@ -65,6 +69,17 @@ impl Pattern {
     /// Mean root latency in nanoseconds.
     pub fn mean_latency(&self) -> f64 {
         self.total_latency() as f64 / self.count() as f64
+    }
+
+    /// Mean confidence of the parent choices that built the instances; 1 for a pattern
+    /// of lone calls, which needed none.
+    pub fn mean_confidence(&self) -> f64 {
+        let decisions = (self.positions.len() - 1) * self.instances.len();
+        if decisions == 0 {
+            1.0
+        } else {
+            self.confidence_sum / decisions as f64
+        }
     }
 }
 
@@ -137,7 +152,12 @@ impl ChildLists {
 }
 
 /// Groups the trees under every root into patterns, in order of first appearance.
-pub fn find_patterns(trace: &Trace, pairs: &[CallPair], parent: &[u32]) -> Vec<Pattern> {
+pub fn find_patterns(
+    trace: &Trace,
+    pairs: &[CallPair],
+    parent: &[u32],
+    confidence: &[f32],
+) -> Vec<Pattern> {
     let children = ChildLists::new(parent);
     let mut by_signature: HashMap<String, u32> = HashMap::new();
     let mut patterns: Vec<Pattern> = Vec::new();
@@ -153,6 +173,8 @@ pub fn find_patterns(trace: &Trace, pairs: &[CallPair], parent: &[u32]) -> Vec<P
                     signature: signature.clone(),
                     positions: shape(pairs, &children, root),
                     instances: Vec::new(),
+                    confidence_sum: 0.0,
+                    confidence_min: 1.0,
                 });
                 by_signature.insert(signature.clone(), index);
                 index
@@ -167,6 +189,9 @@ pub fn find_patterns(trace: &Trace, pairs: &[CallPair], parent: &[u32]) -> Vec<P
             let delay = if parent_call == NO_PARENT {
                 0
             } else {
+                let sure = confidence[call as usize];
+                pattern.confidence_sum += f64::from(sure);
+                pattern.confidence_min = pattern.confidence_min.min(sure);
                 pair.caller_send - pairs[parent_call as usize].callee_recv
             };
             position.call_delays.push(delay);

@@ -47,17 +47,33 @@ impl Bins {
     }
 }
 
-/// The scoreboard for the children of one node B: a histogram per (caller A of B,
-/// callee C of B). Scoreboards for different B never share a histogram, so each node's
-/// can be built and used on its own thread.
+/// The scoreboard for the children of one node B: a histogram per key, in the paper
+/// (caller A of B, callee C of B). Scoreboards for different B never share a
+/// histogram, so each node's can be built and used on its own thread.
 #[derive(Debug, Clone)]
-pub struct Scoreboard {
+pub struct Scoreboard<K = (NodeId, NodeId)> {
     bins: Bins,
-    slots: HashMap<(NodeId, NodeId), usize>,
+    slots: HashMap<K, usize>,
     weights: Vec<f64>,
 }
 
 impl Scoreboard {
+    /// Adds `weight` to the bin of `delay` in the histogram of (A = `parent_caller`,
+    /// C = `child_callee`).
+    pub fn add(&mut self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos, weight: f64) {
+        self.add_at((parent_caller, child_callee), delay, weight);
+    }
+
+    /// The raw score of a nesting: the histogram's weight at this delay.
+    pub fn score(&self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos) -> f64 {
+        match self.slots.get(&(parent_caller, child_callee)) {
+            Some(&start) => self.weights[start + self.bins.index(delay)],
+            None => 0.0,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy> Scoreboard<K> {
     /// An empty scoreboard.
     pub fn new(bins: Bins) -> Self {
         Scoreboard {
@@ -67,29 +83,15 @@ impl Scoreboard {
         }
     }
 
-    /// Adds `weight` to the bin of `delay` in the histogram of (A = `parent_caller`,
-    /// C = `child_callee`).
-    pub fn add(&mut self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos, weight: f64) {
-        let start = self.histogram_start(parent_caller, child_callee);
-        self.weights[start + self.bins.index(delay)] += weight;
-    }
-
-    fn histogram_start(&mut self, a: NodeId, c: NodeId) -> usize {
+    /// Adds `weight` to the bin of `delay` in the histogram of `key`.
+    pub fn add_at(&mut self, key: K, delay: Nanos, weight: f64) {
         let next = self.weights.len();
         let count = self.bins.count();
-        let start = *self.slots.entry((a, c)).or_insert(next);
+        let start = *self.slots.entry(key).or_insert(next);
         if start == next {
             self.weights.resize(next + count, 0.0);
         }
-        start
-    }
-
-    /// The raw score of a nesting: the histogram's weight at this delay.
-    pub fn score(&self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos) -> f64 {
-        match self.slots.get(&(parent_caller, child_callee)) {
-            Some(&start) => self.weights[start + self.bins.index(delay)],
-            None => 0.0,
-        }
+        self.weights[start + self.bins.index(delay)] += weight;
     }
 
     /// Convolves every histogram with a Gaussian of `sigma` bins (truncated at 3σ and
@@ -129,6 +131,50 @@ impl Scoreboard {
     /// How many (A, C) histograms this node has.
     pub fn histograms(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Each histogram as a probability density over the bins, mixed with a uniform
+    /// share `uniform` so that no delay is impossible, in natural logarithms.
+    pub fn into_log_densities(self, uniform: f64) -> LogDensities<K> {
+        let count = self.bins.count();
+        let floor = uniform / count as f64;
+        let mut log_p = self.weights;
+        for histogram in log_p.chunks_mut(count) {
+            let total: f64 = histogram.iter().sum();
+            let scale = if total > 0.0 {
+                (1.0 - uniform) / total
+            } else {
+                0.0
+            };
+            for w in histogram.iter_mut() {
+                *w = (*w * scale + floor).ln();
+            }
+        }
+        LogDensities {
+            bins: self.bins,
+            slots: self.slots,
+            log_p,
+            unseen: (1.0 / count as f64).ln(),
+        }
+    }
+}
+
+/// Delay densities per key in log form, from [`Scoreboard::into_log_densities`].
+#[derive(Debug, Clone)]
+pub struct LogDensities<K> {
+    bins: Bins,
+    slots: HashMap<K, usize>,
+    log_p: Vec<f64>,
+    unseen: f64,
+}
+
+impl<K: std::hash::Hash + Eq> LogDensities<K> {
+    /// ln P(delay | key); a key never seen gets the uniform density.
+    pub fn log_p(&self, key: &K, delay: Nanos) -> f64 {
+        match self.slots.get(key) {
+            Some(&start) => self.log_p[start + self.bins.index(delay)],
+            None => self.unseen,
+        }
     }
 }
 

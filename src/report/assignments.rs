@@ -1,11 +1,13 @@
 //! The parent given to every call pair, in the design's assignments format:
 //! `sender receiver call_id call_time parent_sender parent_receiver parent_call_id`,
-//! tab separated, `-` for roots, in call-time order. Any ground truth in the same
-//! format can score the inference call by call.
+//! tab separated, `-` for roots, in call-time order, followed by an eighth column, the
+//! confidence of the choice (0 to 1, three decimals). Any ground truth in the same
+//! format, with or without the eighth column, can score the inference call by call.
 
 use super::{NestReport, Render};
 use crate::nesting::parents::NO_PARENT;
 use crate::trace::time::push_seconds;
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 /// The assignments file.
@@ -45,6 +47,8 @@ impl Render for Assignments {
                 line.push('\t');
                 line.push_str(field);
             }
+            // Writing to a String cannot fail.
+            let _ = write!(line, "\t{:.3}", nesting.confidence[i]);
             line.push('\n');
             out.write_all(line.as_bytes())?;
         }

@@ -58,7 +58,16 @@ struct PatternOut<'a> {
     count: u64,
     total_latency_s: f64,
     mean_latency_s: f64,
+    confidence: Confidence,
     tree: NodeOut<'a>,
+}
+
+/// How solid a pattern's instances are: the confidence of the parent choices that
+/// built them (0 to 1).
+#[derive(Serialize)]
+struct Confidence {
+    mean: f64,
+    min: f32,
 }
 
 #[derive(Serialize)]
@@ -123,6 +132,10 @@ impl Render for Json {
                     count: p.count(),
                     total_latency_s: seconds(p.total_latency() as f64),
                     mean_latency_s: seconds(p.mean_latency()),
+                    confidence: Confidence {
+                        mean: p.mean_confidence(),
+                        min: p.confidence_min,
+                    },
                     tree: node(report, p, 0),
                 }
             })

@@ -47,33 +47,17 @@ impl Bins {
     }
 }
 
-/// The scoreboard for the children of one node B: a histogram per key, in the paper
-/// (caller A of B, callee C of B). Scoreboards for different B never share a
-/// histogram, so each node's can be built and used on its own thread.
+/// The scoreboard for the children of one node B: a histogram per (caller A of B,
+/// callee C of B). Scoreboards for different B never share a histogram, so each node's
+/// can be built and used on its own thread.
 #[derive(Debug, Clone)]
-pub struct Scoreboard<K = (NodeId, NodeId)> {
+pub struct Scoreboard {
     bins: Bins,
-    slots: HashMap<K, usize>,
+    slots: HashMap<(NodeId, NodeId), usize>,
     weights: Vec<f64>,
 }
 
 impl Scoreboard {
-    /// Adds `weight` to the bin of `delay` in the histogram of (A = `parent_caller`,
-    /// C = `child_callee`).
-    pub fn add(&mut self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos, weight: f64) {
-        self.add_at((parent_caller, child_callee), delay, weight);
-    }
-
-    /// The raw score of a nesting: the histogram's weight at this delay.
-    pub fn score(&self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos) -> f64 {
-        match self.slots.get(&(parent_caller, child_callee)) {
-            Some(&start) => self.weights[start + self.bins.index(delay)],
-            None => 0.0,
-        }
-    }
-}
-
-impl<K: std::hash::Hash + Eq + Copy> Scoreboard<K> {
     /// An empty scoreboard.
     pub fn new(bins: Bins) -> Self {
         Scoreboard {
@@ -83,97 +67,93 @@ impl<K: std::hash::Hash + Eq + Copy> Scoreboard<K> {
         }
     }
 
-    /// Adds `weight` to the bin of `delay` in the histogram of `key`.
-    pub fn add_at(&mut self, key: K, delay: Nanos, weight: f64) {
+    /// Adds `weight` to the bin of `delay` in the histogram of (A = `parent_caller`,
+    /// C = `child_callee`).
+    pub fn add(&mut self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos, weight: f64) {
+        let start = self.histogram_start(parent_caller, child_callee);
+        self.weights[start + self.bins.index(delay)] += weight;
+    }
+
+    fn histogram_start(&mut self, a: NodeId, c: NodeId) -> usize {
         let next = self.weights.len();
         let count = self.bins.count();
-        let start = *self.slots.entry(key).or_insert(next);
+        let start = *self.slots.entry((a, c)).or_insert(next);
         if start == next {
             self.weights.resize(next + count, 0.0);
         }
-        self.weights[start + self.bins.index(delay)] += weight;
+        start
+    }
+
+    /// The raw score of a nesting: the histogram's weight at this delay.
+    pub fn score(&self, parent_caller: NodeId, child_callee: NodeId, delay: Nanos) -> f64 {
+        match self.slots.get(&(parent_caller, child_callee)) {
+            Some(&start) => self.weights[start + self.bins.index(delay)],
+            None => 0.0,
+        }
     }
 
     /// Convolves every histogram with a Gaussian of `sigma` bins (truncated at 3σ and
     /// normalised, so total weight is kept away from the edges). Widens peaks so that
     /// skewed timestamps still land near them (paper §7.5.6).
     pub fn smooth(&mut self, sigma: f64) {
-        if sigma <= 0.0 {
-            return;
-        }
-        let reach = (3.0 * sigma).ceil() as usize;
-        let kernel: Vec<f64> = (0..=2 * reach)
-            .map(|i| {
-                let x = i as f64 - reach as f64;
-                (-0.5 * (x / sigma).powi(2)).exp()
-            })
-            .collect();
-        let norm: f64 = kernel.iter().sum();
-        let count = self.bins.count();
-        let mut out = vec![0.0; count];
-        for histogram in self.weights.chunks_mut(count) {
-            out.iter_mut().for_each(|w| *w = 0.0);
-            for (i, &w) in histogram.iter().enumerate() {
-                if w == 0.0 {
-                    continue;
-                }
-                for (k, &g) in kernel.iter().enumerate() {
-                    let j = i as isize + k as isize - reach as isize;
-                    if (0..count as isize).contains(&j) {
-                        out[j as usize] += w * g / norm;
-                    }
-                }
-            }
-            histogram.copy_from_slice(&out);
-        }
+        smooth_histograms(&mut self.weights, self.bins.count(), sigma);
     }
 
     /// How many (A, C) histograms this node has.
     pub fn histograms(&self) -> usize {
         self.slots.len()
     }
+}
 
-    /// Each histogram as a probability density over the bins, mixed with a uniform
-    /// share `uniform` so that no delay is impossible, in natural logarithms.
-    pub fn into_log_densities(self, uniform: f64) -> LogDensities<K> {
-        let count = self.bins.count();
-        let floor = uniform / count as f64;
-        let mut log_p = self.weights;
-        for histogram in log_p.chunks_mut(count) {
-            let total: f64 = histogram.iter().sum();
-            let scale = if total > 0.0 {
-                (1.0 - uniform) / total
-            } else {
-                0.0
-            };
-            for w in histogram.iter_mut() {
-                *w = (*w * scale + floor).ln();
+/// Convolves each histogram of `count` bins in `weights` with a Gaussian of `sigma`
+/// bins, truncated at 3σ and normalised; all-zero histograms are left alone.
+pub fn smooth_histograms(weights: &mut [f64], count: usize, sigma: f64) {
+    if sigma <= 0.0 {
+        return;
+    }
+    let reach = (3.0 * sigma).ceil() as usize;
+    let kernel: Vec<f64> = (0..=2 * reach)
+        .map(|i| {
+            let x = i as f64 - reach as f64;
+            (-0.5 * (x / sigma).powi(2)).exp()
+        })
+        .collect();
+    let norm: f64 = kernel.iter().sum();
+    let mut out = vec![0.0; count];
+    for histogram in weights.chunks_mut(count) {
+        if histogram.iter().all(|&w| w == 0.0) {
+            continue;
+        }
+        out.iter_mut().for_each(|w| *w = 0.0);
+        for (i, &w) in histogram.iter().enumerate() {
+            if w == 0.0 {
+                continue;
+            }
+            for (k, &g) in kernel.iter().enumerate() {
+                let j = i as isize + k as isize - reach as isize;
+                if (0..count as isize).contains(&j) {
+                    out[j as usize] += w * g / norm;
+                }
             }
         }
-        LogDensities {
-            bins: self.bins,
-            slots: self.slots,
-            log_p,
-            unseen: (1.0 / count as f64).ln(),
-        }
+        histogram.copy_from_slice(&out);
     }
 }
 
-/// Delay densities per key in log form, from [`Scoreboard::into_log_densities`].
-#[derive(Debug, Clone)]
-pub struct LogDensities<K> {
-    bins: Bins,
-    slots: HashMap<K, usize>,
-    log_p: Vec<f64>,
-    unseen: f64,
-}
-
-impl<K: std::hash::Hash + Eq> LogDensities<K> {
-    /// ln P(delay | key); a key never seen gets the uniform density.
-    pub fn log_p(&self, key: &K, delay: Nanos) -> f64 {
-        match self.slots.get(key) {
-            Some(&start) => self.log_p[start + self.bins.index(delay)],
-            None => self.unseen,
+/// Turns each histogram of `count` bins in `weights` into the natural logarithm of a
+/// probability density over its bins, mixed with a uniform share `uniform` so that no
+/// bin is impossible; an empty histogram becomes uniform.
+pub fn log_densities(weights: &mut [f64], count: usize, uniform: f64) {
+    let floor = uniform / count as f64;
+    for histogram in weights.chunks_mut(count) {
+        let total: f64 = histogram.iter().sum();
+        if total <= 0.0 {
+            histogram.fill((1.0 / count as f64).ln());
+            continue;
+        }
+        let scale = (1.0 - uniform) / total;
+        for w in histogram.iter_mut() {
+            *w = (*w * scale + floor).ln();
         }
     }
 }
@@ -213,6 +193,16 @@ mod tests {
         assert_eq!(board.score(a, d, 2_000 * US), 1.0);
         assert_eq!(board.score(d, a, 2_000 * US), 0.0);
         assert_eq!(board.histograms(), 2);
+    }
+
+    #[test]
+    fn log_densities_sum_to_one_and_never_reach_zero() {
+        let mut weights = vec![0.0, 3.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        log_densities(&mut weights, 4, 0.02);
+        let first: f64 = weights[..4].iter().map(|w| w.exp()).sum();
+        assert!((first - 1.0).abs() < 1e-12);
+        assert!(weights[0].is_finite() && weights[1] > weights[2]);
+        assert!((weights[4] - 0.25f64.ln()).abs() < 1e-12);
     }
 
     #[test]

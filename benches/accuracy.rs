@@ -9,9 +9,10 @@
 //! and `docs/accuracy.md`. Everything is seeded: the same code gives the same files.
 
 use blackbox::convolution::{convolve, ConvolveOptions};
+use blackbox::eval::calls;
 use blackbox::eval::message_paths;
 use blackbox::eval::paths::{self, PathScores};
-use blackbox::nesting::{nest, NestOptions, Nesting};
+use blackbox::nesting::{nest, Algorithm, NestOptions, Nesting};
 use blackbox::trace::{text, Trace, TraceBuilder};
 use maketrace::{config, generate, loss};
 use plotters::prelude::*;
@@ -99,8 +100,16 @@ fn infer(trace: &Trace, options: &NestOptions) -> (Nesting, Nesting) {
 }
 
 fn score(run: &Run) -> (PathScores, f64) {
+    score_with(run, Algorithm::default())
+}
+
+fn score_with(run: &Run, algorithm: Algorithm) -> (PathScores, f64) {
     let trace = read(&generate_text(run).0);
-    let (inferred, truth) = infer(&trace, &NestOptions::default());
+    let options = NestOptions {
+        algorithm,
+        ..NestOptions::default()
+    };
+    let (inferred, truth) = infer(&trace, &options);
     (
         paths::evaluate(&trace, &inferred, &truth, 30),
         inferred.stats.mean_parallelism,
@@ -208,6 +217,8 @@ fn main() {
     skew(&mut report);
     eprintln!("skew done ({:.0?})", started.elapsed());
     added_delay(&mut report);
+    dev_traces(&mut report);
+    eprintln!("dev traces done ({:.0?})", started.elapsed());
     convolution_study(&mut report);
     eprintln!("convolution done ({:.0?})", started.elapsed());
     let header = "# Accuracy of the nesting algorithm\n\n\
@@ -215,7 +226,8 @@ fn main() {
         below are reproducible), on traces that `maketrace` makes from `traces/configs/`, one\n\
         line per message stamped at the sender as in the paper's global trace. Ground truth\n\
         is the nesting of each path instance alone (paper §7.5.1); `blackbox eval` computes\n\
-        every metric. Plots and CSVs are in `docs/accuracy/`.\n\n";
+        every metric. Plots and CSVs are in `docs/accuracy/`. Unless a study says otherwise\n\
+        it uses the default parent choice (`--algorithm joint`); the sweeps show both.\n\n";
     std::fs::write(
         root().join("docs/accuracy.md"),
         format!("{header}{}", report.markdown),
@@ -326,26 +338,28 @@ fn sweep(report: &mut Report, sweep: &Sweep) {
         "---|".repeat(columns.len())
     );
     for config in CONFIGS {
-        let mut points = Vec::new();
-        let _ = write!(table, "| {config} |");
-        for &f in sweep.factors {
-            let mut run = Run::new(config, 40_000);
-            (sweep.apply)(&mut run, f);
-            let (s, p) = score(&run);
-            let fp = rate(s.instances.false_positives, s.instances.inferred);
-            rows.push(format!(
-                "{config},{f},{p:.4},{fp:.6},{:.6}",
-                rate(s.calls_right, s.calls)
-            ));
-            points.push((if sweep.x_is_parallelism { p } else { f }, fp));
-            let _ = write!(table, " {:.1}% (p={p:.2}) |", 100.0 * fp);
+        for (algorithm, name) in [(Algorithm::Paper, "paper"), (Algorithm::Joint, "joint")] {
+            let mut points = Vec::new();
+            let _ = write!(table, "| {config} ({name}) |");
+            for &f in sweep.factors {
+                let mut run = Run::new(config, 40_000);
+                (sweep.apply)(&mut run, f);
+                let (s, p) = score_with(&run, algorithm);
+                let fp = rate(s.instances.false_positives, s.instances.inferred);
+                rows.push(format!(
+                    "{config},{name},{f},{p:.4},{fp:.6},{:.6}",
+                    rate(s.calls_right, s.calls)
+                ));
+                points.push((if sweep.x_is_parallelism { p } else { f }, fp));
+                let _ = write!(table, " {:.1}% (p={p:.2}) |", 100.0 * fp);
+            }
+            table.push('\n');
+            series.push((format!("{config} ({name})"), points));
         }
-        table.push('\n');
-        series.push((config.to_owned(), points));
     }
     report.csv(
         sweep.name,
-        "config,factor,mean_parallelism,fp_instance_rate,call_accuracy",
+        "config,algorithm,factor,mean_parallelism,fp_instance_rate,call_accuracy",
         &rows,
     );
     plot(
@@ -682,5 +696,70 @@ fn convolution_study(report: &mut Report) {
          message; true paths are the message sequences of the instances (those followed at least 10 times); \
          a found path no instance followed is a false positive. RPC traces are read as plain messages, so a \
          multi-tier request is one long path.\n\n![convolution](accuracy/convolution.svg)\n\n{table}"
+    );
+}
+
+/// The real development traces of `../shared/data/dev/` (not shipped; left out when
+/// absent): both parent choices scored call by call against the true parents.
+fn dev_traces(report: &mut Report) {
+    let dir = root().join("../shared/data/dev");
+    let m = &mut report.markdown;
+    let _ = writeln!(
+        m,
+        "## Real traces with true parents\n\n\
+         Request traces of three DeathStarBench applications with the true parent of every call\n\
+         (`../shared/data/dev/`, from the TraceWeaver evaluation data; not shipped). A request is\n\
+         right when its whole call tree is. Reproduce one row with\n\
+         `blackbox eval ../shared/data/dev/NAME.trace --truth ../shared/data/dev/NAME.truth.tsv [--algorithm paper]`.\n"
+    );
+    if !dir.is_dir() {
+        let _ = writeln!(
+            m,
+            "(`../shared/data/dev/` was absent when this file was made.)\n"
+        );
+        return;
+    }
+    let _ = writeln!(
+        m,
+        "| trace | calls | paper: calls right | paper: requests right | joint: calls right | joint: requests right |\n|---|---|---|---|---|---|"
+    );
+    let mut rows = Vec::new();
+    for name in ["hotel_load100", "node_load100", "media_load50"] {
+        let trace_path = dir.join(format!("{name}.trace"));
+        let truth_path = dir.join(format!("{name}.truth.tsv"));
+        if !trace_path.is_file() || !truth_path.is_file() {
+            continue;
+        }
+        let mut builder = TraceBuilder::new();
+        text::read_files(&[trace_path], &mut builder).expect("dev trace");
+        let trace = builder.finish();
+        let truth = calls::read_truth(
+            &truth_path,
+            std::io::BufReader::new(std::fs::File::open(&truth_path).expect("truth file")),
+        )
+        .expect("truth file");
+        let mut cells = Vec::new();
+        for algorithm in [Algorithm::Paper, Algorithm::Joint] {
+            let options = NestOptions {
+                algorithm,
+                ..NestOptions::default()
+            };
+            let nesting = nest(&trace, &options).expect("nests");
+            let s = calls::evaluate(&trace, &nesting, &truth);
+            cells.push(format!("{:.2}%", 100.0 * s.call_accuracy()));
+            cells.push(format!("{:.1}%", 100.0 * s.request_accuracy()));
+            rows.push(format!(
+                "{name},{algorithm:?},{:.6},{:.6}",
+                s.call_accuracy(),
+                s.request_accuracy()
+            ));
+        }
+        let _ = writeln!(m, "| {name} | {} | {} |", truth.len(), cells.join(" | "));
+    }
+    let _ = writeln!(m);
+    report.csv(
+        "dev-traces",
+        "trace,algorithm,call_accuracy,request_accuracy",
+        &rows,
     );
 }

@@ -105,8 +105,11 @@ pub fn ground_truth(trace: &Trace, options: &NestOptions) -> Result<Nesting, Eva
             messages: trace.messages.len() as u64,
         });
     }
+    // The truth is defined once for every algorithm: the paper's choice among the
+    // calls of the same path instance, so scores of the two choices are comparable.
     let truth_options = NestOptions {
         same_truth_only: true,
+        algorithm: crate::nesting::Algorithm::Paper,
         ..*options
     };
     Ok(nest(trace, &truth_options)?)

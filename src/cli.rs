@@ -275,7 +275,8 @@ struct NestArgs {
     json: Option<PathBuf>,
 
     /// Write the parent chosen for every call (tab separated: sender receiver call_id
-    /// call_time parent_sender parent_receiver parent_call_id; `-` for roots).
+    /// call_time parent_sender parent_receiver parent_call_id, `-` for roots; then the
+    /// confidence of the choice, 0 to 1).
     #[arg(long, value_name = "FILE")]
     assignments: Option<PathBuf>,
 

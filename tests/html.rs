@@ -7,22 +7,22 @@ use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
+#[path = "support/shop.rs"]
+mod shop;
+use shop::shop_captures;
+
+/// The rows of the page's (first) table.
+fn tbody(html: &str) -> &str {
+    html.split("<tbody>")
+        .nth(1)
+        .and_then(|rest| rest.split("</tbody>").next())
+        .expect("the page has a table body")
+}
+
 fn blackbox() -> Command {
     let mut command = Command::cargo_bin("blackbox").expect("the binary is built");
     command.current_dir(env!("CARGO_MANIFEST_DIR"));
     command
-}
-
-fn shop_captures() -> Vec<String> {
-    let shop = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
-    let mut captures: Vec<String> = std::fs::read_dir(&shop)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .map(|p| p.to_str().unwrap().to_owned())
-        .collect();
-    captures.sort();
-    captures
 }
 
 /// Runs `blackbox COMMAND ARGS --html DIR/report.html` and returns the page's path.
@@ -71,13 +71,7 @@ fn the_nesting_page_is_self_contained_and_shows_every_shown_pattern() {
         let escaped = signature.replace('>', "&gt;");
         assert!(html.contains(&escaped), "{signature} is not on the page");
     }
-    let rows = html
-        .split("<tbody>")
-        .nth(1)
-        .unwrap()
-        .split("</tbody>")
-        .next()
-        .unwrap();
+    let rows = tbody(&html);
     assert_eq!(rows.matches("<tr>").count(), signatures.len());
     // Each drawn pattern: a tree with one highlighted node, a timeline, histograms.
     let sections = html.matches("<section class=\"pattern\"").count();
@@ -224,13 +218,7 @@ fn the_report_renders_in_headless_chromium_and_sorts_by_mean_latency() {
     assert!(dom.contains("<h1>Where the time goes</h1>"));
     assert!(dom.contains("<section class=\"pattern\" id=\"pattern-1\">"));
     // The table is sorted by mean latency, longest first, in the live DOM.
-    let body = dom
-        .split("<tbody>")
-        .nth(1)
-        .unwrap()
-        .split("</tbody>")
-        .next()
-        .unwrap();
+    let body = tbody(&dom);
     let means: Vec<f64> = body
         .split("<tr>")
         .skip(1)

@@ -7,7 +7,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, KeyValue};
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+
+#[path = "support/shop.rs"]
+mod shop;
+use shop::shop_captures;
 
 fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
     attributes.iter().find(|kv| kv.key == key).and_then(|kv| {
@@ -121,14 +124,7 @@ fn otlp_parent_links_equal_the_assignments_on_the_sample_trace() {
 
 #[test]
 fn otlp_parent_links_equal_the_assignments_on_real_captures() {
-    let shop = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
-    let mut captures: Vec<String> = std::fs::read_dir(&shop)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .map(|p| p.to_str().unwrap().to_owned())
-        .collect();
-    captures.sort();
+    let captures = shop_captures();
     assert!(captures.len() >= 4, "{captures:?}");
     let refs: Vec<&str> = captures.iter().map(String::as_str).collect();
     let (spans, traces) = exported_parents_match_assignments(&refs);

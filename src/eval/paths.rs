@@ -195,30 +195,7 @@ fn count_instances(inferred: &Nesting, truth: &Nesting) -> Counts {
 /// when every one of its calls has its true parent and it holds every call of its true
 /// instance.
 fn exact_instances(inferred: &Nesting, truth: &Nesting) -> (u64, u64) {
-    // The root of every call, memoised: each walk stops at the first call whose root
-    // is known.
-    let root_of = |parent: &[u32]| -> Vec<u32> {
-        let mut root = vec![NO_PARENT; parent.len()];
-        let mut path = Vec::new();
-        for start in 0..parent.len() as u32 {
-            path.clear();
-            let mut at = start;
-            while root[at as usize] == NO_PARENT && parent[at as usize] != NO_PARENT {
-                path.push(at);
-                at = parent[at as usize];
-            }
-            let r = if root[at as usize] == NO_PARENT {
-                at
-            } else {
-                root[at as usize]
-            };
-            root[at as usize] = r;
-            for &p in &path {
-                root[p as usize] = r;
-            }
-        }
-        root
-    };
+    let root_of = crate::nesting::parents::roots;
     let (inferred_root, true_root) = (root_of(&inferred.parent), root_of(&truth.parent));
     let n = truth.parent.len();
     let mut true_size = vec![0u32; n];

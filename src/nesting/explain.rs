@@ -1,12 +1,13 @@
 //! Why a call got its parent (`--explain`): finds the call a user names, re-runs its
-//! node's parent choice with the scores of that one decision recorded, and returns them
-//! as plain data. Owns the lookup of calls by id or by sender, receiver and time; the
+//! node's parent choice (the paper's greedy step, then the joint search when that is the
+//! algorithm) with the scores of that one decision recorded, and returns them as plain
+//! data. Owns the lookup of calls by id or by sender, receiver and time; the
 //! wording belongs to [`crate::report::explanation`].
 
 use super::call_pairs::CallPair;
 use super::parents::{self, CandidateScore, NO_PARENT};
 use super::scoreboard::Bins;
-use super::{prepare_node, NestOptions, Nesting};
+use super::{joint, prepare_node, Algorithm, NestOptions, Nesting};
 use crate::trace::time::{self, TimeError};
 use crate::trace::{Nanos, NodeId, Trace};
 
@@ -124,8 +125,11 @@ pub struct Candidate {
     pub parent: u32,
     /// Child's call time minus the candidate's, both on the node's clock.
     pub delay: Nanos,
-    /// How it scored.
+    /// How it scored in the paper's greedy choice.
     pub score: CandidateScore,
+    /// With the joint choice: the log-likelihood the final assignment would lose with
+    /// this parent instead (0 for the chosen one).
+    pub joint_loss: Option<f64>,
 }
 
 /// The parent choice of one call, replayed.
@@ -139,9 +143,12 @@ pub struct Explanation {
     pub decisions: usize,
     /// This call's place in that order, from 0.
     pub order: usize,
-    /// Its candidates, best score first (ties: earliest start first, as decided).
+    /// Its candidates, best first (by joint loss with the joint choice, else by score;
+    /// ties: earliest start first, as decided).
     pub candidates: Vec<Candidate>,
-    /// The parent the choice gave, or [`NO_PARENT`].
+    /// The parent the paper's greedy choice gave, or [`NO_PARENT`].
+    pub greedy: u32,
+    /// The parent the algorithm chose (the greedy one with `--algorithm paper`).
     pub chosen: u32,
     /// The parent in the result: differs from `chosen` only when cutting a cycle made
     /// the call a root.
@@ -175,6 +182,26 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         options.penalties,
         Some((order, &mut scores)),
     );
+    let global = |local: u32| match local {
+        NO_PARENT => NO_PARENT,
+        local => incoming[local as usize],
+    };
+    let greedy = global(choice[order]);
+    let (chosen, losses) = match options.algorithm {
+        Algorithm::Paper => (greedy, Vec::new()),
+        Algorithm::Joint => {
+            let joint = joint::choose_jointly(
+                pairs,
+                &incoming,
+                &outgoing,
+                &board.candidates,
+                bins,
+                choice,
+                Some(order),
+            );
+            (global(joint.parents[order]), joint.explained)
+        }
+    };
     let child = &pairs[call as usize];
     let mut candidates: Vec<Candidate> = scores
         .into_iter()
@@ -184,21 +211,28 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
                 parent,
                 delay: child.caller_send - pairs[parent as usize].callee_recv,
                 score,
+                joint_loss: losses
+                    .iter()
+                    .find(|&&(local, _)| local == score.local)
+                    .map(|&(_, loss)| loss),
             }
         })
         .collect();
-    // Stable: equal scores keep the earliest-start-first order the choice used.
-    candidates.sort_by(|a, b| b.score.score.total_cmp(&a.score.score));
-    let chosen = match choice[order] {
-        NO_PARENT => NO_PARENT,
-        local => incoming[local as usize],
-    };
+    // Stable: equal values keep the earliest-start-first order the choice used.
+    match options.algorithm {
+        Algorithm::Paper => candidates.sort_by(|a, b| b.score.score.total_cmp(&a.score.score)),
+        Algorithm::Joint => candidates.sort_by(|a, b| {
+            let loss = |c: &Candidate| c.joint_loss.unwrap_or(f64::INFINITY);
+            loss(a).total_cmp(&loss(b))
+        }),
+    }
     Explanation {
         call,
         node,
         decisions: outgoing.len(),
         order,
         candidates,
+        greedy,
         chosen,
         parent: nesting.parent[call as usize],
     }
@@ -269,6 +303,33 @@ mod tests {
             CallQuery::parse("A B soon"),
             Err(ExplainError::BadTime { .. })
         ));
+    }
+
+    /// Where the joint search overrules the paper's greedy step, the explanation names
+    /// both, and its choice is the one in the result.
+    #[test]
+    fn the_explanation_follows_the_joint_choice_where_it_overrules_the_greedy_one() {
+        let trace = trace_from_str(include_str!("../../tests/data/multitier-sample.trace"));
+        let joint = NestOptions::default();
+        let paper = NestOptions {
+            algorithm: Algorithm::Paper,
+            ..joint
+        };
+        let (j, p) = (nest(&trace, &joint).unwrap(), nest(&trace, &paper).unwrap());
+        let overruled: Vec<u32> = (0..j.pairs.len() as u32)
+            .filter(|&i| j.parent[i as usize] != p.parent[i as usize])
+            .collect();
+        assert!(overruled.len() > 10, "{} calls differ", overruled.len());
+        for &call in overruled.iter().step_by(overruled.len() / 10) {
+            let e = explain(&trace, &j, &joint, call);
+            assert_eq!(e.chosen, j.parent[call as usize]);
+            assert_eq!(e.greedy, p.parent[call as usize]);
+            assert_eq!(e.candidates[0].parent, e.chosen);
+            assert_eq!(e.candidates[0].joint_loss, Some(0.0));
+            assert!(e.candidates[1..]
+                .iter()
+                .all(|c| c.joint_loss.is_some_and(|l| l >= 0.0)));
+        }
     }
 
     #[test]

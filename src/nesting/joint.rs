@@ -58,6 +58,10 @@ pub struct JointChoice {
     /// would lose if the child moved to its best other candidate; 1 for a child with one
     /// candidate or none.
     pub confidence: Vec<f32>,
+    /// For the child named by `explain`: each candidate (index into `incoming`) with the
+    /// log-likelihood the final assignment would lose if the child moved there (0 for
+    /// its parent).
+    pub explained: Vec<(u32, f64)>,
 }
 
 /// Improves `initial` (the greedy choice, per child an index into `incoming`) for the
@@ -69,6 +73,7 @@ pub fn choose_jointly(
     candidates: &Candidates,
     bins: Bins,
     initial: Vec<u32>,
+    explain: Option<usize>,
 ) -> JointChoice {
     let links = Links::new(pairs, incoming, outgoing, candidates, bins);
     let mut state = State::new(&links, candidates, initial);
@@ -79,6 +84,21 @@ pub fn choose_jointly(
         }
     }
     let confidence = state.confidence();
+    let explained = explain.map_or_else(Vec::new, |k| {
+        let k = k as u32;
+        let current = state.chosen[k as usize];
+        state
+            .row(k)
+            .map(|link| {
+                let loss = if link == current {
+                    0.0
+                } else {
+                    -state.move_gain(k, link)
+                };
+                (candidates.parents[link as usize], loss)
+            })
+            .collect()
+    });
     let parents = state
         .chosen
         .iter()
@@ -93,6 +113,7 @@ pub fn choose_jointly(
     JointChoice {
         parents,
         confidence,
+        explained,
     }
 }
 

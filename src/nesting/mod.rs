@@ -268,8 +268,15 @@ fn nest_node(
     let (choice, confidence) = match options.algorithm {
         Algorithm::Paper => (choice, confidence),
         Algorithm::Joint => {
-            let joint =
-                joint::choose_jointly(pairs, incoming, outgoing, &board.candidates, bins, choice);
+            let joint = joint::choose_jointly(
+                pairs,
+                incoming,
+                outgoing,
+                &board.candidates,
+                bins,
+                choice,
+                None,
+            );
             (joint.parents, joint.confidence)
         }
     };

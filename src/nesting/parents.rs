@@ -206,6 +206,30 @@ pub fn break_cycles(parent: &mut [u32]) -> u64 {
     cut
 }
 
+/// The root of every call's tree (a root is its own). Parents must form a forest, as
+/// they do after [`break_cycles`]; each chain is walked once.
+pub fn roots(parent: &[u32]) -> Vec<u32> {
+    let mut root = vec![NO_PARENT; parent.len()];
+    let mut chain = Vec::new();
+    for start in 0..parent.len() as u32 {
+        let mut at = start;
+        while root[at as usize] == NO_PARENT && parent[at as usize] != NO_PARENT {
+            chain.push(at);
+            at = parent[at as usize];
+        }
+        let top = if root[at as usize] == NO_PARENT {
+            at
+        } else {
+            root[at as usize]
+        };
+        root[at as usize] = top;
+        for c in chain.drain(..) {
+            root[c as usize] = top;
+        }
+    }
+    root
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +253,12 @@ mod tests {
         let mut parent = vec![NO_PARENT, 0, 1, 2, 0];
         assert_eq!(break_cycles(&mut parent), 0);
         assert_eq!(parent, vec![NO_PARENT, 0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn roots_follow_parents_to_the_top_of_each_tree() {
+        let parent = vec![NO_PARENT, 0, 1, NO_PARENT, 3, 1];
+        assert_eq!(roots(&parent), vec![0, 0, 0, 3, 3, 0]);
     }
 
     #[test]

@@ -61,12 +61,13 @@ pub fn write(
             penalties.same_callee,
             penalties.any_child
         )?;
-        let rows: Vec<[String; 9]> = e
+        let joint = e.candidates.iter().any(|c| c.joint_loss.is_some());
+        let rows: Vec<Vec<String>> = e
             .candidates
             .iter()
             .map(|c| {
                 let s = &c.score;
-                [
+                let mut row = vec![
                     if c.parent == e.chosen { "*" } else { "" }.to_owned(),
                     call_name(c.parent),
                     human_duration(c.delay as f64),
@@ -76,10 +77,14 @@ pub fn write(
                     s.children.to_string(),
                     format!("{:.4}", s.penalty),
                     format!("{:.4}", s.score),
-                ]
+                ];
+                if joint {
+                    row.push(c.joint_loss.map_or("-".to_owned(), |l| format!("{l:.3}")));
+                }
+                row
             })
             .collect();
-        let header = [
+        let mut header = vec![
             "",
             "candidate parent",
             "delay",
@@ -90,40 +95,68 @@ pub fn write(
             "penalty",
             "score",
         ];
-        let mut widths = header.map(|h| h.chars().count());
+        if joint {
+            header.push("joint loss");
+        }
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
         for row in &rows {
             for (w, cell) in widths.iter_mut().zip(row) {
                 *w = (*w).max(cell.chars().count());
             }
         }
-        let line = |cells: [&str; 9], out: &mut dyn Write| -> io::Result<()> {
+        let line = |cells: &[&str], out: &mut dyn Write| -> io::Result<()> {
             let mut text = String::new();
             for (i, (cell, &w)) in cells.iter().zip(&widths).enumerate() {
-                let pad = w - cell.chars().count();
+                let pad = " ".repeat(w - cell.chars().count());
                 // Names left, numbers right.
                 if i <= 1 {
                     text.push_str(cell);
-                    text.extend(std::iter::repeat(' ').take(pad));
+                    text.push_str(&pad);
                 } else {
-                    text.extend(std::iter::repeat(' ').take(pad));
+                    text.push_str(&pad);
                     text.push_str(cell);
                 }
                 text.push_str("  ");
             }
             writeln!(out, "  {}", text.trim_end())
         };
-        line(header, out)?;
+        line(&header, out)?;
         for row in &rows {
-            line(row.each_ref().map(String::as_str), out)?;
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            line(&cells, out)?;
+        }
+        if joint {
+            writeln!(
+                out,
+                "The joint choice (the default) weighs every candidate under delay, return-gap and child-count models learned from the trace; joint loss = log-likelihood the whole assignment would lose with that parent instead."
+            )?;
+            if e.greedy != e.chosen {
+                writeln!(
+                    out,
+                    "The paper's greedy step chose {}; the joint search moved the call.",
+                    if e.greedy == NO_PARENT {
+                        "no parent".to_owned()
+                    } else {
+                        call_name(e.greedy)
+                    }
+                )?;
+            }
         }
         match (e.chosen, e.candidates.get(1)) {
             (NO_PARENT, _) => writeln!(out, "No candidate scored: it is a root.")?,
             (chosen, next) => {
-                let best = e.candidates[0].score.score;
                 let margin = match next {
-                    Some(next) if next.score.score > 0.0 => {
-                        format!(", {:.2}× the next best score", best / next.score.score)
+                    Some(next) if joint => {
+                        let lead = next.joint_loss.unwrap_or(0.0).max(0.0);
+                        format!(
+                            ", ahead of the next by {lead:.3} in log-likelihood (confidence {:.3})",
+                            1.0 - (-lead).exp()
+                        )
                     }
+                    Some(next) if next.score.score > 0.0 => format!(
+                        ", {:.2}× the next best score",
+                        e.candidates[0].score.score / next.score.score
+                    ),
                     Some(_) => ", the only one with a score above zero".to_owned(),
                     None => ", the only candidate".to_owned(),
                 };

@@ -8,7 +8,7 @@
 //! same input gives the same file. Every call is exported, whatever `--top` shows.
 
 use super::{NestReport, Render};
-use crate::nesting::parents::NO_PARENT;
+use crate::nesting::parents::{roots, NO_PARENT};
 use crate::trace::Nanos;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
@@ -107,30 +107,6 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
     }
 }
 
-/// The root of every call's tree. Parents form a forest (cycles are cut by the
-/// nesting), so following them ends; each chain is walked once.
-fn roots(parent: &[u32]) -> Vec<u32> {
-    let mut root = vec![NO_PARENT; parent.len()];
-    let mut chain = Vec::new();
-    for start in 0..parent.len() as u32 {
-        let mut at = start;
-        while root[at as usize] == NO_PARENT && parent[at as usize] != NO_PARENT {
-            chain.push(at);
-            at = parent[at as usize];
-        }
-        let top = if root[at as usize] == NO_PARENT {
-            at
-        } else {
-            root[at as usize]
-        };
-        root[at as usize] = top;
-        for c in chain.drain(..) {
-            root[c as usize] = top;
-        }
-    }
-    root
-}
-
 /// 16 bytes, never all zero: the root call's send time, then its index plus one.
 fn trace_id(root: u32, sent: Nanos) -> Vec<u8> {
     let mut id = Vec::with_capacity(16);
@@ -163,12 +139,6 @@ fn string_attribute(key: &str, value: &str) -> KeyValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn roots_follow_parents_to_the_top_of_each_tree() {
-        let parent = vec![NO_PARENT, 0, 1, NO_PARENT, 3, 1];
-        assert_eq!(roots(&parent), vec![0, 0, 0, 3, 3, 0]);
-    }
 
     #[test]
     fn ids_are_never_zero() {

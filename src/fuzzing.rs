@@ -1,9 +1,10 @@
 //! Entry points shared by the fuzz targets (`fuzz/`) and the tests that run the same
 //! code on generated input in every `cargo test`. Owns no logic of its own.
 
-use crate::nesting::{nest, NestOptions};
+use crate::nesting::{explain, nest, NestOptions};
 use crate::report::{
-    assignments::Assignments, dot::Dot, json::Json, table::Table, NestReport, Ranking, Render,
+    assignments::Assignments, dot::Dot, json::Json, otlp::Otlp, table::Table, NestReport, Ranking,
+    Render,
 };
 use crate::trace::{text, TraceBuilder};
 use std::path::Path;
@@ -24,7 +25,7 @@ pub fn text_trace(data: &[u8]) {
     };
     let report = NestReport::new(&trace, &nesting, &options, Ranking::default());
     let mut sink = Vec::new();
-    for format in [&Table as &dyn Render, &Json, &Assignments] {
+    for format in [&Table as &dyn Render, &Json, &Assignments, &Otlp] {
         format
             .render(&report, &mut sink)
             .expect("writing to memory cannot fail");
@@ -34,6 +35,18 @@ pub fn text_trace(data: &[u8]) {
             .render(&report, &mut sink)
             .expect("writing to memory cannot fail");
     }
+    crate::report::html::write_nesting(&report, &Default::default(), &mut sink)
+        .expect("writing to memory cannot fail");
+    let last = nesting.pairs.len() as u32 - 1;
+    let explanations = [0, last].map(|call| explain::explain(&trace, &nesting, &options, call));
+    crate::report::explanation::write(
+        &trace,
+        &nesting,
+        options.penalties,
+        &explanations,
+        &mut sink,
+    )
+    .expect("writing to memory cannot fail");
 }
 
 /// Reads `data` as an mbox and writes the resulting trace. Panics only on a bug.

@@ -418,9 +418,11 @@ impl CaptureArgs {
 #[derive(Args)]
 #[command(next_help_heading = "Algorithm (paper defaults)")]
 struct AlgorithmArgs {
-    /// Parent choice: `joint` improves the paper's greedy answer per node under delay,
-    /// return-gap and child-count models learned from the trace; `paper` is the paper's
-    /// greedy choice alone, for reproducing its results.
+    /// Parent choice: `joint` improves the paper's greedy answer per node under a model
+    /// learned from the trace of what each call does while it is open (when it calls out
+    /// after its arrival, its previous call leaving or returning, when it answers, how
+    /// many calls of each kind it makes in which order); `paper` is the paper's greedy
+    /// choice alone, for reproducing its results.
     #[arg(long, value_enum, default_value_t = Algorithm::Joint)]
     algorithm: Algorithm,
 

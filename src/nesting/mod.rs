@@ -28,8 +28,8 @@ use scoreboard::{Bins, Scoreboard};
 pub enum Algorithm {
     /// The paper's greedy choice with fixed penalties (§5.1.1.3), kept reproducible.
     Paper,
-    /// The paper's answer improved jointly per node under delay, return-gap and
-    /// child-count models learned from the trace ([`joint`]).
+    /// The paper's answer improved jointly per node under a model, learned from the
+    /// trace, of what each call does while it is open ([`joint`]).
     #[default]
     Joint,
 }

@@ -128,7 +128,7 @@ pub fn write(
         if joint {
             writeln!(
                 out,
-                "The joint choice (the default) weighs every candidate under delay, return-gap and child-count models learned from the trace; joint loss = log-likelihood the whole assignment would lose with that parent instead."
+                "The joint choice (the default) weighs every candidate under a model of what each call does while open, learned from the trace: when it calls out after its latest event (arrival, a call leaving or returning), the gaps from its arrival and to its answer, and how many calls of each kind it makes in which order; joint loss = log-likelihood the whole assignment would lose with that parent instead."
             )?;
             if e.greedy != e.chosen {
                 writeln!(

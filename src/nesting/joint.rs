@@ -40,7 +40,7 @@ use super::parents::NO_PARENT;
 use super::scoreboard::{log_densities, smooth_histograms, BinTable, Bins};
 use crate::trace::{Nanos, NodeId};
 use hashbrown::HashMap;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 /// Gaussian smoothing of the learned delay histograms, in bins (5% wide by default).
@@ -359,6 +359,25 @@ struct Factor {
     context_key: u64,
 }
 
+/// A gain, with what it was computed under: the link it is for, the version of the
+/// parent it changes, and the model's epoch.
+#[derive(Clone, Copy)]
+struct Gain {
+    gain: f64,
+    link: u32,
+    version: u32,
+    epoch: u32,
+}
+
+impl Gain {
+    const STALE: Gain = Gain {
+        gain: 0.0,
+        link: NO_LINK,
+        version: 0,
+        epoch: u32::MAX,
+    };
+}
+
 /// One change the search makes for a child.
 enum Step {
     /// The child takes this link.
@@ -452,6 +471,15 @@ struct State<'a> {
     kinds: RefCell<Vec<u32>>,
     /// Calls out still open during a walk.
     open: RefCell<Vec<(Nanos, u32)>>,
+    /// Per parent, a count of the changes to its children; per round, a count of the
+    /// models learned: a gain computed under both still holds.
+    version: Vec<u32>,
+    epoch: u32,
+    /// Per link, the gain of its child joining it; per child, the gain of leaving its
+    /// parent: a child is looked at again whenever a neighbouring parent changes, and
+    /// most of its gains have not.
+    joined: Vec<Cell<Gain>>,
+    left: Vec<Cell<Gain>>,
 }
 
 /// Weight, in samples, of the pooled density in every specific delay density: a
@@ -512,6 +540,10 @@ impl<'a> State<'a> {
             count_log: Vec::new(),
             kinds: RefCell::new(Vec::new()),
             open: RefCell::new(Vec::new()),
+            version: vec![0; parents],
+            epoch: 0,
+            joined: vec![Cell::new(Gain::STALE); candidates.parents.len()],
+            left: vec![Cell::new(Gain::STALE); candidates.offsets.len().saturating_sub(1)],
         }
     }
 
@@ -611,6 +643,8 @@ impl<'a> State<'a> {
         self.score = (0..self.children.len() as u32)
             .map(|p| self.score_of(p, self.children[p as usize].iter().copied()))
             .collect();
+        // A new model outdates every cached gain.
+        self.epoch += 1;
     }
 
     /// Learns the per-link start-delay and return-gap densities per (A, C) and the
@@ -719,16 +753,41 @@ impl<'a> State<'a> {
             return 0.0;
         }
         let from = self.parent_of(current);
-        self.score_of(from, edited(&self.children[from as usize], k, NONE))
+        let (version, epoch) = (self.version[from as usize], self.epoch);
+        let cached = self.left[k as usize].get();
+        if (cached.link, cached.version, cached.epoch) == (current, version, epoch) {
+            return cached.gain;
+        }
+        let gain = self.score_of(from, edited(&self.children[from as usize], k, NONE))
             - self.score[from as usize]
-            - self.fit[current as usize]
+            - self.fit[current as usize];
+        self.left[k as usize].set(Gain {
+            gain,
+            link: current,
+            version,
+            epoch,
+        });
+        gain
     }
 
     /// ln-likelihood gained by child `k`, parentless for the moment, joining `link`.
     fn join_gain(&self, k: u32, link: u32) -> f64 {
         let to = self.parent_of(link);
-        self.score_of(to, edited(&self.children[to as usize], NONE, k)) - self.score[to as usize]
-            + self.fit[link as usize]
+        let (version, epoch) = (self.version[to as usize], self.epoch);
+        let cached = self.joined[link as usize].get();
+        if (cached.version, cached.epoch) == (version, epoch) {
+            return cached.gain;
+        }
+        let gain = self.score_of(to, edited(&self.children[to as usize], NONE, k))
+            - self.score[to as usize]
+            + self.fit[link as usize];
+        self.joined[link as usize].set(Gain {
+            gain,
+            link,
+            version,
+            epoch,
+        });
+        gain
     }
 
     /// ln-likelihood gained by child `k` moving to `link` (one of its links).
@@ -754,9 +813,11 @@ impl<'a> State<'a> {
         self.chosen[k as usize] = link;
     }
 
+    /// Rescores parents whose children changed, which outdates their cached gains.
     fn rescore(&mut self, parents: &[u32]) {
         for &p in parents {
             self.score[p as usize] = self.score_of(p, self.children[p as usize].iter().copied());
+            self.version[p as usize] = self.version[p as usize].wrapping_add(1);
         }
     }
 
@@ -830,9 +891,7 @@ impl<'a> State<'a> {
         for link in self.row(k).filter(|&l| l != current) {
             let to = self.parent_of(link);
             let theirs = &self.children[to as usize];
-            // One child against one or none is a move or a swap, already tried.
-            if mine.len() + theirs.len() < 3
-                || mine.iter().any(|&c| self.link_to(c, to).is_none())
+            if mine.iter().any(|&c| self.link_to(c, to).is_none())
                 || theirs.iter().any(|&c| self.link_to(c, from).is_none())
             {
                 continue;

@@ -65,6 +65,8 @@ const GAIN: f64 = 1e-9;
 const NO_LINK: u32 = u32::MAX;
 /// "No child", for the edits of a parent's children.
 const NONE: u32 = u32::MAX;
+/// The stamp of a gain never computed: the clock starts at 0 and counts up.
+const STALE: u32 = u32::MAX;
 
 /// The joint choice for one node.
 pub struct JointChoice {
@@ -166,16 +168,15 @@ impl EventKinds {
 
 /// The calls of one node as arrays, computed once: what the model reads of every
 /// parent and child, and who watches whom.
-struct Calls {
-    /// Per child (index into `outgoing`): when it left B and returned to B, on B's clock.
-    send: Vec<Nanos>,
-    back: Vec<Nanos>,
-    /// Per child, the dense kind of its callee.
+struct Calls<'a> {
+    /// The node's children and parents (the call pairs they index), whose times on B's
+    /// clock are read where they are rather than copied.
+    pairs: &'a [CallPair],
+    outgoing: &'a [u32],
+    incoming: &'a [u32],
+    /// Per child (index into `outgoing`), the dense kind of its callee.
     kind: Vec<u32>,
-    /// Per parent (index into `incoming`): when it reached B and B answered it.
-    arrival: Vec<Nanos>,
-    answer: Vec<Nanos>,
-    /// Per parent, the dense id of its caller.
+    /// Per parent (index into `incoming`), the dense id of its caller.
     caller: Vec<u32>,
     events: EventKinds,
     /// Actions a parent can take: a call of each kind, or its answer.
@@ -185,12 +186,6 @@ struct Calls {
     unknown_transition: f64,
     bins: Bins,
     table: BinTable,
-    /// Per candidate link (laid out as `candidates.parents`): the dense id of (parent's
-    /// caller A, child's callee C), the bin of the delay from the parent's arrival to the
-    /// child leaving, and the bin of the gap from the child's return to the parent's answer.
-    link_key: Vec<u32>,
-    start_bin: Vec<u32>,
-    end_bin: Vec<u32>,
     /// Callers A and keys (A, C).
     callers: usize,
     link_keys: usize,
@@ -200,14 +195,14 @@ struct Calls {
     watcher_offsets: Vec<u32>,
 }
 
-impl Calls {
+impl<'a> Calls<'a> {
     fn new(
-        pairs: &[CallPair],
-        incoming: &[u32],
-        outgoing: &[u32],
+        pairs: &'a [CallPair],
+        incoming: &'a [u32],
+        outgoing: &'a [u32],
         candidates: &Candidates,
         bins: Bins,
-    ) -> Calls {
+    ) -> Self {
         let dense = |nodes: &mut dyn Iterator<Item = NodeId>| -> Vec<u32> {
             let mut ids: HashMap<NodeId, u32> = HashMap::new();
             nodes
@@ -222,20 +217,6 @@ impl Calls {
         let kinds = kind.iter().max().map_or(0, |&k| k + 1);
         let total = candidates.parents.len();
         let callers = caller.iter().max().map_or(0, |&a| a + 1);
-        let (mut link_key, mut start_bin, mut end_bin) = (
-            Vec::with_capacity(total),
-            Vec::with_capacity(total),
-            Vec::with_capacity(total),
-        );
-        for (k, &c) in outgoing.iter().enumerate() {
-            let child = &pairs[c as usize];
-            for &local in candidates.of(k) {
-                let parent = &pairs[incoming[local as usize] as usize];
-                link_key.push(caller[local as usize] * kinds + kind[k]);
-                start_bin.push(bins.index(child.caller_send - parent.callee_recv) as u32);
-                end_bin.push(bins.index(parent.callee_return - child.caller_return) as u32);
-            }
-        }
         let mut watcher_offsets = vec![0u32; incoming.len() + 1];
         for &p in &candidates.parents {
             watcher_offsets[p as usize + 1] += 1;
@@ -251,15 +232,11 @@ impl Calls {
                 fill[p as usize] += 1;
             }
         }
-        let of = |list: &[u32], time: fn(&CallPair) -> Nanos| -> Vec<Nanos> {
-            list.iter().map(|&i| time(&pairs[i as usize])).collect()
-        };
         Calls {
-            send: of(outgoing, |c| c.caller_send),
-            back: of(outgoing, |c| c.caller_return),
+            pairs,
+            outgoing,
+            incoming,
             kind,
-            arrival: of(incoming, |p| p.callee_recv),
-            answer: of(incoming, |p| p.callee_return),
             caller,
             events: EventKinds { kinds },
             actions: f64::from(kinds + 1),
@@ -267,14 +244,33 @@ impl Calls {
             unknown_transition: -f64::from(kinds + 1).ln(),
             bins,
             table: bins.table(),
-            link_key,
-            start_bin,
-            end_bin,
             callers: callers as usize,
             link_keys: (callers * kinds) as usize,
             watchers,
             watcher_offsets,
         }
+    }
+
+    /// Child `k` (index into `outgoing`).
+    fn child(&self, k: u32) -> &CallPair {
+        &self.pairs[self.outgoing[k as usize] as usize]
+    }
+
+    /// Parent `p` (index into `incoming`).
+    fn parent(&self, p: u32) -> &CallPair {
+        &self.pairs[self.incoming[p as usize] as usize]
+    }
+
+    /// For child `k` under parent `p`: the dense id of (p's caller A, k's callee C),
+    /// the bin of the delay from p's arrival to k leaving, and the bin of the gap from
+    /// k's return to p's answer. (Cheaper to recompute each round than to keep.)
+    fn link_bins(&self, k: u32, p: u32) -> (usize, usize, usize) {
+        let (child, parent) = (self.child(k), self.parent(p));
+        let key = self.caller[p as usize] as usize * self.events.kinds as usize
+            + self.kind[k as usize] as usize;
+        let start = self.table.index(child.caller_send - parent.callee_recv);
+        let end = self.table.index(parent.callee_return - child.caller_return);
+        (key, start, end)
     }
 
     fn watchers_of(&self, parent: u32) -> &[u32] {
@@ -299,7 +295,7 @@ impl Calls {
         type Event = (Nanos, u32, usize);
         let ev = self.events;
         let caller = self.caller[p as usize];
-        let arrival = self.arrival[p as usize];
+        let (arrival, answer) = (self.parent(p).callee_recv, self.parent(p).callee_return);
         open.clear();
         let mut previous = EventKinds::ARRIVAL;
         let mut left: Option<Event> = None;
@@ -333,14 +329,15 @@ impl Calls {
             })
         };
         for k in children {
-            let (at, kind) = (self.send[k as usize], self.kind[k as usize]);
+            let child = self.child(k);
+            let (at, kind) = (child.caller_send, self.kind[k as usize]);
             let action = ev.leaves(kind);
             factor(at, action, reference(at, open, left), previous);
             previous = action;
             left = Some((at, action, 1));
-            open.push((self.back[k as usize], kind));
+            open.push((child.caller_return, kind));
         }
-        let at = self.answer[p as usize];
+        let at = answer;
         factor(at, ev.answer(), reference(at, open, left), previous);
     }
 }
@@ -357,25 +354,6 @@ struct Factor {
     transition_key: u64,
     /// (caller, previous action, 0): where the chance of an unseen action is kept.
     context_key: u64,
-}
-
-/// A gain, with what it was computed under: the link it is for, the version of the
-/// parent it changes, and the model's epoch.
-#[derive(Clone, Copy)]
-struct Gain {
-    gain: f64,
-    link: u32,
-    version: u32,
-    epoch: u32,
-}
-
-impl Gain {
-    const STALE: Gain = Gain {
-        gain: 0.0,
-        link: NO_LINK,
-        version: 0,
-        epoch: u32::MAX,
-    };
 }
 
 /// One change the search makes for a child.
@@ -454,12 +432,12 @@ impl Model {
 }
 
 struct State<'a> {
-    calls: &'a Calls,
+    calls: &'a Calls<'a>,
     candidates: &'a Candidates,
     /// Per child, the link to its parent, or [`NO_LINK`].
     chosen: Vec<u32>,
     /// Per parent (index into `incoming`), its children in the order they left.
-    children: Vec<Vec<u32>>,
+    children: Families,
     /// Per parent, the ln-likelihood of its sequence under the model.
     score: Vec<f64>,
     model: Model,
@@ -471,15 +449,19 @@ struct State<'a> {
     kinds: RefCell<Vec<u32>>,
     /// Calls out still open during a walk.
     open: RefCell<Vec<(Nanos, u32)>>,
-    /// Per parent, a count of the changes to its children; per round, a count of the
-    /// models learned: a gain computed under both still holds.
-    version: Vec<u32>,
-    epoch: u32,
-    /// Per link, the gain of its child joining it; per child, the gain of leaving its
-    /// parent: a child is looked at again whenever a neighbouring parent changes, and
-    /// most of its gains have not.
-    joined: Vec<Cell<Gain>>,
-    left: Vec<Cell<Gain>>,
+    /// Per parent, the stamp of the last change to its children or to the model; a
+    /// gain computed at that stamp still holds. Stamps come from one counter.
+    stamp: Vec<u32>,
+    clock: u32,
+    /// Per link, the gain of its child joining it, and its stamp; per child, the gain
+    /// of leaving its parent, and its stamp: a child is looked at again whenever a
+    /// neighbouring parent changes, and most of its gains have not. (A child changes
+    /// parent only by a step that restamps both, so a leave gain whose stamp is its
+    /// parent's was computed for that same parent.)
+    joined: Vec<Cell<f64>>,
+    joined_at: Vec<Cell<u32>>,
+    left: Vec<Cell<f64>>,
+    left_at: Vec<Cell<u32>>,
 }
 
 /// Weight, in samples, of the pooled density in every specific delay density: a
@@ -491,14 +473,14 @@ const PRIOR: f64 = 200.0;
 /// Children of one kind per parent beyond this count as this many.
 const MAX_CHILDREN: usize = 32;
 
-/// `children` (sorted) without `remove` and with `add` (either may be [`NONE`]), in order.
-fn edited(children: &[u32], remove: u32, add: u32) -> impl Iterator<Item = u32> + Clone + '_ {
+/// `children` (in order) without `remove` and with `add` (either may be [`NONE`]).
+fn edited(
+    children: impl Iterator<Item = u32> + Clone,
+    remove: u32,
+    add: u32,
+) -> impl Iterator<Item = u32> + Clone {
     let mut add = (add != NONE).then_some(add);
-    let mut rest = children
-        .iter()
-        .copied()
-        .filter(move |&c| c != remove)
-        .peekable();
+    let mut rest = children.filter(move |&c| c != remove).peekable();
     std::iter::from_fn(move || match (rest.peek().copied(), add) {
         (Some(next), Some(a)) if a < next => add.take(),
         (Some(_), _) => rest.next(),
@@ -509,10 +491,94 @@ fn edited(children: &[u32], remove: u32, add: u32) -> impl Iterator<Item = u32> 
     })
 }
 
+/// Every parent's children in the order they left B, as lists threaded through two
+/// arrays: one heap block for a node instead of one per parent, and the same lists.
+struct Families {
+    /// Per parent, its first child, or [`NONE`].
+    first: Vec<u32>,
+    /// Per child, the next child of its parent, or [`NONE`].
+    next: Vec<u32>,
+}
+
+/// The children of one parent, in order.
+#[derive(Clone)]
+struct Children<'a> {
+    next: &'a [u32],
+    at: u32,
+}
+
+impl Iterator for Children<'_> {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        let child = self.at;
+        if child == NONE {
+            return None;
+        }
+        self.at = self.next[child as usize];
+        Some(child)
+    }
+}
+
+impl Families {
+    fn new(parents: usize, children: usize) -> Self {
+        Families {
+            first: vec![NONE; parents],
+            next: vec![NONE; children],
+        }
+    }
+
+    fn of(&self, p: u32) -> Children<'_> {
+        Children {
+            next: &self.next,
+            at: self.first[p as usize],
+        }
+    }
+
+    /// The child of `p` after which `k` belongs (or is), [`NONE`] for the front.
+    fn before(&self, p: u32, k: u32) -> u32 {
+        let (mut previous, mut at) = (NONE, self.first[p as usize]);
+        while at != NONE && at < k {
+            (previous, at) = (at, self.next[at as usize]);
+        }
+        previous
+    }
+
+    /// Makes `after` point to `child` (`after` [`NONE`]: the front of `p`'s list).
+    fn link(&mut self, p: u32, after: u32, child: u32) {
+        if after == NONE {
+            self.first[p as usize] = child;
+        } else {
+            self.next[after as usize] = child;
+        }
+    }
+
+    /// Puts child `k` in its place among `p`'s children.
+    fn insert(&mut self, p: u32, k: u32) {
+        let after = self.before(p, k);
+        self.next[k as usize] = if after == NONE {
+            self.first[p as usize]
+        } else {
+            self.next[after as usize]
+        };
+        self.link(p, after, k);
+    }
+
+    fn remove(&mut self, p: u32, k: u32) {
+        let after = self.before(p, k);
+        self.link(p, after, self.next[k as usize]);
+        self.next[k as usize] = NONE;
+    }
+
+    /// Gives `p` all of `q`'s children and `q` all of `p`'s.
+    fn exchange(&mut self, p: u32, q: u32) {
+        self.first.swap(p as usize, q as usize);
+    }
+}
+
 impl<'a> State<'a> {
-    fn new(calls: &'a Calls, candidates: &'a Candidates, initial: Vec<u32>) -> Self {
-        let parents = calls.arrival.len();
-        let mut children = vec![Vec::new(); parents];
+    fn new(calls: &'a Calls<'a>, candidates: &'a Candidates, initial: Vec<u32>) -> Self {
+        let parents = calls.incoming.len();
+        let mut children = Families::new(parents, initial.len());
         let chosen: Vec<u32> = initial
             .iter()
             .enumerate()
@@ -524,8 +590,7 @@ impl<'a> State<'a> {
                 let at = row
                     .binary_search(&p)
                     .expect("the greedy choice is a candidate");
-                // Children are visited in order, so every list stays sorted.
-                children[p as usize].push(k as u32);
+                children.insert(p, k as u32);
                 candidates.offsets[k] + at as u32
             })
             .collect();
@@ -540,10 +605,12 @@ impl<'a> State<'a> {
             count_log: Vec::new(),
             kinds: RefCell::new(Vec::new()),
             open: RefCell::new(Vec::new()),
-            version: vec![0; parents],
-            epoch: 0,
-            joined: vec![Cell::new(Gain::STALE); candidates.parents.len()],
-            left: vec![Cell::new(Gain::STALE); candidates.offsets.len().saturating_sub(1)],
+            stamp: vec![0; parents],
+            clock: 0,
+            joined: vec![Cell::new(0.0); candidates.parents.len()],
+            joined_at: vec![Cell::new(STALE); candidates.parents.len()],
+            left: vec![Cell::new(0.0); initial.len()],
+            left_at: vec![Cell::new(STALE); initial.len()],
         }
     }
 
@@ -573,8 +640,8 @@ impl<'a> State<'a> {
         let mut delay_keys: Vec<(u64, usize)> = Vec::new();
         let mut transitions: HashMap<u64, f64> = HashMap::new();
         let mut open = self.open.borrow_mut();
-        for (p, children) in self.children.iter().enumerate() {
-            calls.walk(p as u32, children.iter().copied(), &mut open, |factor| {
+        for p in 0..self.score.len() as u32 {
+            calls.walk(p, self.children.of(p), &mut open, |factor| {
                 let bin = calls.table.index(factor.delay);
                 let mut at = model.delay_at.get(factor.delay_key, NONE);
                 if at == NONE {
@@ -640,11 +707,12 @@ impl<'a> State<'a> {
         }
         self.model = model;
         self.learn_links();
-        self.score = (0..self.children.len() as u32)
-            .map(|p| self.score_of(p, self.children[p as usize].iter().copied()))
+        self.score = (0..self.score.len() as u32)
+            .map(|p| self.score_of(p, self.children.of(p)))
             .collect();
         // A new model outdates every cached gain.
-        self.epoch += 1;
+        let now = self.tick();
+        self.stamp.fill(now);
     }
 
     /// Learns the per-link start-delay and return-gap densities per (A, C) and the
@@ -655,32 +723,38 @@ impl<'a> State<'a> {
         let keys = calls.link_keys;
         let mut start = vec![0.0; keys * bins];
         let mut end = vec![0.0; keys * bins];
-        for &link in self.chosen.iter().filter(|&&l| l != NO_LINK) {
-            let (l, base) = (link as usize, calls.link_key[link as usize] as usize * bins);
-            start[base + calls.start_bin[l] as usize] += 1.0;
-            end[base + calls.end_bin[l] as usize] += 1.0;
+        for (k, &link) in self.chosen.iter().enumerate() {
+            if link == NO_LINK {
+                continue;
+            }
+            let (key, at, gap) = calls.link_bins(k as u32, self.parent_of(link));
+            start[key * bins + at] += 1.0;
+            end[key * bins + gap] += 1.0;
         }
         for histograms in [&mut start, &mut end] {
             smooth_histograms(histograms, bins, SMOOTHING);
             log_densities(histograms, bins, UNIFORM);
         }
-        self.fit = (0..calls.link_key.len())
-            .map(|l| {
-                let base = calls.link_key[l] as usize * bins;
-                start[base + calls.start_bin[l] as usize] + end[base + calls.end_bin[l] as usize]
-            })
-            .collect();
+        let mut fit = std::mem::take(&mut self.fit);
+        fit.clear();
+        for k in 0..self.chosen.len() as u32 {
+            for link in self.row(k) {
+                let (key, at, gap) = calls.link_bins(k, self.parent_of(link));
+                fit.push(start[key * bins + at] + end[key * bins + gap]);
+            }
+        }
+        self.fit = fit;
 
         let width = MAX_CHILDREN + 1;
         let kinds = calls.events.kinds as usize;
         let mut histogram = vec![0.0; keys * width];
         let mut parents_of = vec![0.0; calls.callers];
         let mut seen = Vec::new();
-        for (p, children) in self.children.iter().enumerate() {
+        for p in 0..self.score.len() {
             let a = calls.caller[p] as usize;
             parents_of[a] += 1.0;
             seen.clear();
-            seen.extend(children.iter().map(|&c| calls.kind[c as usize]));
+            seen.extend(self.children.of(p as u32).map(|c| calls.kind[c as usize]));
             seen.sort_unstable();
             for run in seen.chunk_by(|x, y| x == y) {
                 histogram[(a * kinds + run[0] as usize) * width + run.len().min(MAX_CHILDREN)] +=
@@ -753,40 +827,30 @@ impl<'a> State<'a> {
             return 0.0;
         }
         let from = self.parent_of(current);
-        let (version, epoch) = (self.version[from as usize], self.epoch);
-        let cached = self.left[k as usize].get();
-        if (cached.link, cached.version, cached.epoch) == (current, version, epoch) {
-            return cached.gain;
+        let stamp = self.stamp[from as usize];
+        if self.left_at[k as usize].get() == stamp {
+            return self.left[k as usize].get();
         }
-        let gain = self.score_of(from, edited(&self.children[from as usize], k, NONE))
+        let gain = self.score_of(from, edited(self.children.of(from), k, NONE))
             - self.score[from as usize]
             - self.fit[current as usize];
-        self.left[k as usize].set(Gain {
-            gain,
-            link: current,
-            version,
-            epoch,
-        });
+        self.left[k as usize].set(gain);
+        self.left_at[k as usize].set(stamp);
         gain
     }
 
     /// ln-likelihood gained by child `k`, parentless for the moment, joining `link`.
     fn join_gain(&self, k: u32, link: u32) -> f64 {
         let to = self.parent_of(link);
-        let (version, epoch) = (self.version[to as usize], self.epoch);
-        let cached = self.joined[link as usize].get();
-        if (cached.version, cached.epoch) == (version, epoch) {
-            return cached.gain;
+        let stamp = self.stamp[to as usize];
+        if self.joined_at[link as usize].get() == stamp {
+            return self.joined[link as usize].get();
         }
-        let gain = self.score_of(to, edited(&self.children[to as usize], NONE, k))
+        let gain = self.score_of(to, edited(self.children.of(to), NONE, k))
             - self.score[to as usize]
             + self.fit[link as usize];
-        self.joined[link as usize].set(Gain {
-            gain,
-            link,
-            version,
-            epoch,
-        });
+        self.joined[link as usize].set(gain);
+        self.joined_at[link as usize].set(stamp);
         gain
     }
 
@@ -802,22 +866,32 @@ impl<'a> State<'a> {
     fn reassign(&mut self, k: u32, link: u32) {
         let current = self.chosen[k as usize];
         if current != NO_LINK {
-            let from = self.parent_of(current) as usize;
-            self.children[from].retain(|&c| c != k);
+            self.children.remove(self.parent_of(current), k);
         }
         if link != NO_LINK {
-            let to = self.parent_of(link) as usize;
-            let at = self.children[to].partition_point(|&c| c < k);
-            self.children[to].insert(at, k);
+            self.children.insert(self.parent_of(link), k);
         }
         self.chosen[k as usize] = link;
+    }
+
+    /// The next stamp. Should the counter ever run out, every cached gain is forgotten
+    /// and it starts again, so a stamp is never mistaken for an older one.
+    fn tick(&mut self) -> u32 {
+        if self.clock == STALE - 1 {
+            self.joined_at.iter().for_each(|c| c.set(STALE));
+            self.left_at.iter().for_each(|c| c.set(STALE));
+            self.stamp.fill(0);
+            self.clock = 0;
+        }
+        self.clock += 1;
+        self.clock
     }
 
     /// Rescores parents whose children changed, which outdates their cached gains.
     fn rescore(&mut self, parents: &[u32]) {
         for &p in parents {
-            self.score[p as usize] = self.score_of(p, self.children[p as usize].iter().copied());
-            self.version[p as usize] = self.version[p as usize].wrapping_add(1);
+            self.score[p as usize] = self.score_of(p, self.children.of(p));
+            self.stamp[p as usize] = self.tick();
         }
     }
 
@@ -852,7 +926,7 @@ impl<'a> State<'a> {
         let mut best = (GAIN, None);
         for link in self.row(k).filter(|&l| l != current) {
             let to = self.parent_of(link);
-            for &other in &self.children[to as usize] {
+            for other in self.children.of(to) {
                 if self.calls.kind[other as usize] != kind {
                     continue;
                 }
@@ -863,8 +937,8 @@ impl<'a> State<'a> {
                 let fits = self.fit[link as usize] + self.fit[back as usize]
                     - self.fit[current as usize]
                     - self.fit[theirs as usize];
-                let gain = self.score_of(from, edited(&self.children[from as usize], k, other))
-                    + self.score_of(to, edited(&self.children[to as usize], other, k))
+                let gain = self.score_of(from, edited(self.children.of(from), k, other))
+                    + self.score_of(to, edited(self.children.of(to), other, k))
                     - self.score[from as usize]
                     - self.score[to as usize]
                     + fits;
@@ -886,25 +960,25 @@ impl<'a> State<'a> {
             return None;
         }
         let from = self.parent_of(current);
-        let mine = &self.children[from as usize];
+        let mine = self.children.of(from);
         let mut best = (GAIN, None);
         for link in self.row(k).filter(|&l| l != current) {
             let to = self.parent_of(link);
-            let theirs = &self.children[to as usize];
-            if mine.iter().any(|&c| self.link_to(c, to).is_none())
-                || theirs.iter().any(|&c| self.link_to(c, from).is_none())
+            let theirs = self.children.of(to);
+            if mine.clone().any(|c| self.link_to(c, to).is_none())
+                || theirs.clone().any(|c| self.link_to(c, from).is_none())
             {
                 continue;
             }
-            let fit = |children: &[u32], p: u32| -> f64 {
+            let fit = |children: Children, p: u32| -> f64 {
                 children
-                    .iter()
-                    .map(|&c| self.fit[self.link_to(c, p).expect("checked") as usize])
+                    .map(|c| self.fit[self.link_to(c, p).expect("checked") as usize])
                     .sum()
             };
-            let fits = fit(mine, to) + fit(theirs, from) - fit(mine, from) - fit(theirs, to);
-            let gain = self.score_of(to, mine.iter().copied())
-                + self.score_of(from, theirs.iter().copied())
+            let fits = fit(mine.clone(), to) + fit(theirs.clone(), from)
+                - fit(mine.clone(), from)
+                - fit(theirs.clone(), to);
+            let gain = self.score_of(to, mine.clone()) + self.score_of(from, theirs)
                 - self.score[from as usize]
                 - self.score[to as usize]
                 + fits;
@@ -921,12 +995,15 @@ impl<'a> State<'a> {
     fn search(&mut self) -> usize {
         let before = self.chosen.clone();
         let n = self.chosen.len();
-        let mut queue: VecDeque<u32> = (0..n as u32).collect();
+        // Every child in order, then the ones queued again (a child not reached yet is
+        // still queued, so it is never added twice).
+        let mut first = 0..n as u32;
+        let mut again: VecDeque<u32> = VecDeque::new();
         let mut queued = vec![true; n];
         // Every step gains, so the search ends; the budget only bounds its length.
         let mut budget = STEPS_PER_CHILD * n;
         let mut touched: Vec<u32> = Vec::new();
-        while let Some(k) = queue.pop_front() {
+        while let Some(k) = first.next().or_else(|| again.pop_front()) {
             queued[k as usize] = false;
             if budget == 0 {
                 break;
@@ -962,16 +1039,14 @@ impl<'a> State<'a> {
                 Some(Step::Exchange(to)) => {
                     let from = from.expect("an exchange starts from a parent");
                     touched.push(to);
-                    let mine = std::mem::take(&mut self.children[from as usize]);
-                    let theirs = std::mem::take(&mut self.children[to as usize]);
-                    for &c in &mine {
-                        self.chosen[c as usize] = self.link_to(c, to).expect("checked");
+                    self.children.exchange(from, to);
+                    for p in [from, to] {
+                        let mut at = self.children.first[p as usize];
+                        while at != NONE {
+                            self.chosen[at as usize] = self.link_to(at, p).expect("checked");
+                            at = self.children.next[at as usize];
+                        }
                     }
-                    for &c in &theirs {
-                        self.chosen[c as usize] = self.link_to(c, from).expect("checked");
-                    }
-                    self.children[to as usize] = mine;
-                    self.children[from as usize] = theirs;
                 }
                 None => continue,
             }
@@ -980,7 +1055,7 @@ impl<'a> State<'a> {
                 for &w in self.calls.watchers_of(p) {
                     if !queued[w as usize] {
                         queued[w as usize] = true;
-                        queue.push_back(w);
+                        again.push_back(w);
                     }
                 }
             }

@@ -268,6 +268,8 @@ fn nest_node(
     let (choice, confidence) = match options.algorithm {
         Algorithm::Paper => (choice, confidence),
         Algorithm::Joint => {
+            // The greedy confidences are replaced; free them before the search's peak.
+            drop(confidence);
             let joint = joint::choose_jointly(
                 pairs,
                 incoming,

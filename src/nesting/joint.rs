@@ -1094,6 +1094,15 @@ mod tests {
     use crate::trace::text::trace_from_str;
     use crate::trace::Trace;
 
+    /// Lines at times in milliseconds, as a trace in time order.
+    fn as_trace(mut lines: Vec<(f64, String)>) -> String {
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+        lines
+            .iter()
+            .map(|(at, line)| format!("{:.6} {line}\n", at / 1000.0))
+            .collect()
+    }
+
     /// Requests into B every 1–5 ms (so up to three are open at once); each makes
     /// calls to C and D in parallel 4 ms after it arrives and answers 6 ms after them.
     fn overlapping_fan_out(requests: u32) -> String {
@@ -1121,11 +1130,7 @@ mod tests {
                 lines.push((at, line));
             }
         }
-        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
-        lines
-            .iter()
-            .map(|(at, line)| format!("{:.6} {line}\n", at / 1000.0))
-            .collect()
+        as_trace(lines)
     }
 
     /// Requests into B every 1–3 ms; each calls C after a wait of 1–8 ms, and D 50 µs
@@ -1158,11 +1163,7 @@ mod tests {
                 lines.push((at, line));
             }
         }
-        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
-        lines
-            .iter()
-            .map(|(at, line)| format!("{:.6} {line}\n", at / 1000.0))
-            .collect()
+        as_trace(lines)
     }
 
     #[test]

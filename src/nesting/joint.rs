@@ -464,7 +464,10 @@ struct State<'a> {
     score: Vec<f64>,
     model: Model,
     /// ln-likelihood of each link's start delay and return gap under this round's densities.
-    fit: Vec<f64>,
+    /// (Single precision: with `bins`, no more memory than one f64 per link.)
+    fit: Vec<f32>,
+    /// Per link, the bins of its start delay and return gap, which no round changes.
+    bins: Vec<[u16; 2]>,
     /// Per link key (A, C), ln P(a parent has n children of kind C), n in 0..=MAX_CHILDREN.
     count_log: Vec<f64>,
     /// Per caller A, the sum over kinds C of ln P(no child of kind C): with `count_log`,
@@ -658,6 +661,7 @@ impl<'a> State<'a> {
             score: vec![0.0; parents],
             model: Model::empty(calls.events, calls.callers),
             fit: Vec::new(),
+            bins: Vec::new(),
             count_log: Vec::new(),
             none_log: Vec::new(),
             sets: HashMap::new(),
@@ -781,15 +785,32 @@ impl<'a> State<'a> {
         let calls = self.calls;
         let bins = calls.bins.count();
         let keys = calls.link_keys;
+        if self.bins.is_empty() {
+            // Bins fit 16 bits: the options are refused beyond that.
+            let mut at = Vec::with_capacity(self.candidates.parents.len());
+            for k in 0..self.chosen.len() as u32 {
+                for link in self.row(k) {
+                    let (_, start, gap) = calls.link_bins(k, self.parent_of(link));
+                    at.push([start as u16, gap as u16]);
+                }
+            }
+            self.bins = at;
+        }
+        let parents = &self.candidates.parents;
+        let key_of = |k: usize, link: u32| {
+            calls.caller[parents[link as usize] as usize] as usize * calls.events.kinds as usize
+                + calls.kind[k] as usize
+        };
         let mut start = vec![0.0; keys * bins];
         let mut end = vec![0.0; keys * bins];
         for (k, &link) in self.chosen.iter().enumerate() {
             if link == NO_LINK {
                 continue;
             }
-            let (key, at, gap) = calls.link_bins(k as u32, self.parent_of(link));
-            start[key * bins + at] += 1.0;
-            end[key * bins + gap] += 1.0;
+            let [at, gap] = self.bins[link as usize];
+            let key = key_of(k, link);
+            start[key * bins + at as usize] += 1.0;
+            end[key * bins + gap as usize] += 1.0;
         }
         for histograms in [&mut start, &mut end] {
             smooth_histograms(histograms, bins, SMOOTHING);
@@ -799,8 +820,9 @@ impl<'a> State<'a> {
         fit.clear();
         for k in 0..self.chosen.len() as u32 {
             for link in self.row(k) {
-                let (key, at, gap) = calls.link_bins(k, self.parent_of(link));
-                fit.push(start[key * bins + at] + end[key * bins + gap]);
+                let [at, gap] = self.bins[link as usize];
+                let key = key_of(k as usize, link);
+                fit.push((start[key * bins + at as usize] + end[key * bins + gap as usize]) as f32);
             }
         }
         self.fit = fit;
@@ -965,7 +987,7 @@ impl<'a> State<'a> {
         }
         let gain = self.score_of(from, edited(self.children.of(from), k, NONE))
             - self.score[from as usize]
-            - self.fit[current as usize];
+            - f64::from(self.fit[current as usize]);
         self.left[k as usize].set(gain);
         self.left_at[k as usize].set(stamp);
         gain
@@ -980,7 +1002,7 @@ impl<'a> State<'a> {
         }
         let gain = self.score_of(to, edited(self.children.of(to), NONE, k))
             - self.score[to as usize]
-            + self.fit[link as usize];
+            + f64::from(self.fit[link as usize]);
         self.joined[link as usize].set(gain);
         self.joined_at[link as usize].set(stamp);
         gain
@@ -1066,9 +1088,9 @@ impl<'a> State<'a> {
                     continue;
                 };
                 let theirs = self.chosen[other as usize];
-                let fits = self.fit[link as usize] + self.fit[back as usize]
-                    - self.fit[current as usize]
-                    - self.fit[theirs as usize];
+                let fits = f64::from(self.fit[link as usize]) + f64::from(self.fit[back as usize])
+                    - f64::from(self.fit[current as usize])
+                    - f64::from(self.fit[theirs as usize]);
                 let gain = self.score_of(from, edited(self.children.of(from), k, other))
                     + self.score_of(to, edited(self.children.of(to), other, k))
                     - self.score[from as usize]
@@ -1104,7 +1126,7 @@ impl<'a> State<'a> {
             }
             let fit = |children: Children, p: u32| -> f64 {
                 children
-                    .map(|c| self.fit[self.link_to(c, p).expect("checked") as usize])
+                    .map(|c| f64::from(self.fit[self.link_to(c, p).expect("checked") as usize]))
                     .sum()
             };
             let fits = fit(mine.clone(), to) + fit(theirs.clone(), from)
@@ -1156,7 +1178,7 @@ impl<'a> State<'a> {
                 + self.score[to as usize]
                 + pooled
                     .iter()
-                    .map(|&c| self.fit[self.chosen[c as usize] as usize])
+                    .map(|&c| f64::from(self.fit[self.chosen[c as usize] as usize]))
                     .sum::<f64>();
             let side = |mask: u32, bit: u32| {
                 pooled
@@ -1170,7 +1192,7 @@ impl<'a> State<'a> {
                 for (i, &c) in pooled.iter().enumerate() {
                     let parent = if (mask >> i) & 1 == 1 { to } else { from };
                     match self.link_to(c, parent) {
-                        Some(l) => fits += self.fit[l as usize],
+                        Some(l) => fits += f64::from(self.fit[l as usize]),
                         None => continue 'masks,
                     }
                 }

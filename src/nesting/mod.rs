@@ -205,9 +205,10 @@ fn validate(options: &NestOptions) -> Result<(), NestError> {
         return bad("bins need 0 < floor < ceiling");
     }
     let bins = (options.bin_ceiling as f64 / options.bin_floor as f64).ln() / options.bin_base.ln();
-    if bins > 1_000_000.0 {
+    // The joint choice keeps each link's bins in 16 bits.
+    if bins >= f64::from(u16::MAX) {
         return bad(
-            "more than a million bins per histogram; raise the bin base or narrow floor..ceiling",
+            "more than 65,535 bins per histogram; raise the bin base or narrow floor..ceiling",
         );
     }
     if options.skew_window < 0 {

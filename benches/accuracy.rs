@@ -18,6 +18,7 @@ use maketrace::{config, generate, loss};
 use plotters::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -422,9 +423,10 @@ fn drops(report: &mut Report) {
     let mut rows = Vec::new();
     let mut series: Series = Vec::new();
     let mut table = String::from(
-        "| trace | loss model | drop rate | false-negative instances | accuracy change | top-N missing beyond 2% (N ≤ patterns) |\n|---|---|---|---|---|---|\n",
+        "| trace | loss model | drop rate | false-negative instances | accuracy change | instances that lost a message | change beyond those | top-N missing beyond 2% (N ≤ patterns) |\n|---|---|---|---|---|---|---|---|\n",
     );
     let mut worst_below_1pct: f64 = 0.0;
+    let mut worst_beyond_below_1pct: f64 = 0.0;
     for config in ["multitier", "children-d-cc"] {
         let clean = Run::new(config, 40_000);
         let clean_trace = read(&generate_text(&clean).0);
@@ -467,28 +469,33 @@ fn drops(report: &mut Report) {
                     paths::compare_patterns(&inferred, &truth).1.false_negatives,
                     truth.stats.roots,
                 );
+                let touched = instances_touched(&clean_trace, &lossy);
                 let top = paths::top_n(&inferred, &truth, truth.patterns.len());
                 let top_missing = top.iter().map(|t| t.missing[1]).max().unwrap_or(0);
                 rows.push(format!(
-                    "{config},{model},{lost:.6},{fn_rate:.6},{base_fn:.6},{top_missing}"
+                    "{config},{model},{lost:.6},{fn_rate:.6},{base_fn:.6},{touched:.6},{top_missing}"
                 ));
                 points.push((lost, fn_rate));
                 if lost < 0.01 {
                     worst_below_1pct = worst_below_1pct.max(fn_rate - base_fn);
+                    worst_beyond_below_1pct =
+                        worst_beyond_below_1pct.max(fn_rate - base_fn - touched);
                 }
                 let _ = writeln!(
                     table,
-                    "| {config} | {model} | {:.2}% | {:.2}% | {:+.2} points | {top_missing} |",
+                    "| {config} | {model} | {:.2}% | {:.2}% | {:+.2} points | {:.2}% | {:+.2} points | {top_missing} |",
                     100.0 * lost,
                     100.0 * fn_rate,
-                    -100.0 * (fn_rate - base_fn)
+                    -100.0 * (fn_rate - base_fn),
+                    100.0 * touched,
+                    -100.0 * (fn_rate - base_fn - touched)
                 );
             }
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             series.push((format!("{config}, {model}"), points));
         }
     }
-    report.csv("drops", "config,loss_model,drop_rate,fn_instance_rate,loss_free_fn_instance_rate,top_n_missing_2pct", &rows);
+    report.csv("drops", "config,loss_model,drop_rate,fn_instance_rate,loss_free_fn_instance_rate,instances_touched,top_n_missing_2pct", &rows);
     plot(
         &report.dir.join("drops.svg"),
         "False negatives vs message loss (Figure 21)",
@@ -501,10 +508,33 @@ fn drops(report: &mut Report) {
         "## False negatives vs message loss (Figure 21)\n\n40,000 messages per trace before loss; truth from the \
          loss-free trace. Random drops, and the paper's sniffer (queue of 64, peak capture rate lowered until it \
          overflows: 1.2, 1.1, 1.05, 1, 0.95 and 0.9 times the trace's mean message rate).\n\n![drops](accuracy/drops.svg)\n\n{table}\nTarget: drop rates below 1% leave accuracy within \
-         1 point of the loss-free trace: **{}** (largest loss of accuracy below 1% drops: {:.2} points).\n",
+         1 point of the loss-free trace: **{}** (largest loss of accuracy below 1% drops: {:.2} points). \
+         An instance that lost a message cannot be inferred as it truly was, so instance accuracy falls by \
+         at least the share of instances that lost one (about 8 messages per multi-tier instance: 8 times \
+         the drop rate); beyond those, the largest loss below 1% drops is {:.2} points.\n",
         if worst_below_1pct <= 0.01 { "met" } else { "not met" },
-        100.0 * worst_below_1pct
+        100.0 * worst_below_1pct,
+        100.0 * worst_beyond_below_1pct
     );
+}
+
+/// Share of `clean`'s path instances with fewer messages in `lossy`.
+fn instances_touched(clean: &Trace, lossy: &Trace) -> f64 {
+    let count = |trace: &Trace| {
+        let mut per: BTreeMap<String, u64> = BTreeMap::new();
+        for m in &trace.messages {
+            if let Some(tag) = trace.truth_text(m.truth()) {
+                *per.entry(tag.to_owned()).or_default() += 1;
+            }
+        }
+        per
+    };
+    let (before, after) = (count(clean), count(lossy));
+    let touched = before
+        .iter()
+        .filter(|(tag, n)| after.get(*tag).copied().unwrap_or(0) < **n)
+        .count();
+    touched as f64 / before.len().max(1) as f64
 }
 
 /// Figure 22: false negatives vs clock skew at WS2, with and without compensation.

@@ -49,9 +49,10 @@ use std::collections::VecDeque;
 /// Gaussian smoothing of the learned delay histograms, in bins (5% wide by default).
 /// (Wider helps the media trace a little and costs hotel more.)
 const SMOOTHING: f64 = 2.0;
-/// Most rounds of re-learning the model, per stage. (Each round helps the media trace, 70.0% of
-/// requests after one, 73.0% after six; at per-node parallelism 15 and more, later
-/// rounds give more calls their parent but put more requests in shapes that do not exist.)
+/// Most rounds of re-learning the model, per stage. (Each round helped the media trace,
+/// 70.0% of requests after one, 73.0% after six, before whole sets; at per-node
+/// parallelism 15 and more, later rounds give more calls their parent but put more
+/// requests in shapes that do not exist.)
 const MAX_ROUNDS: usize = 6;
 /// The search has settled when a round changes at most one child in this many.
 const SETTLED: usize = 1000;

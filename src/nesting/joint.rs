@@ -772,10 +772,14 @@ impl<'a> State<'a> {
         }
         self.model = model;
         self.learn_links();
+        self.rescore_all();
+    }
+
+    /// Rescores every parent under a new model, which outdates every cached gain.
+    fn rescore_all(&mut self) {
         self.score = (0..self.score.len() as u32)
             .map(|p| self.score_of(p, self.children.of(p)))
             .collect();
-        // A new model outdates every cached gain.
         let now = self.tick();
         self.stamp.fill(now);
     }
@@ -884,11 +888,7 @@ impl<'a> State<'a> {
     /// Adds the sets of children to the model learned last, and rescores every parent.
     fn learn_sets(&mut self) {
         self.count_sets();
-        self.score = (0..self.score.len() as u32)
-            .map(|p| self.score_of(p, self.children.of(p)))
-            .collect();
-        let now = self.tick();
-        self.stamp.fill(now);
+        self.rescore_all();
     }
 
     /// The children that could join or leave a parent whose set of children is made
@@ -1337,6 +1337,33 @@ mod tests {
     use crate::trace::text::trace_from_str;
     use crate::trace::Trace;
 
+    /// A seeded linear congruential generator of numbers in [0, 1): the same traces
+    /// on every platform, without a dependency.
+    fn unit_numbers(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) as f64 / (1u64 << 31) as f64
+        }
+    }
+
+    /// Uniform numbers in [low, high) from [`unit_numbers`].
+    fn uniform_numbers(seed: u64) -> impl FnMut(f64, f64) -> f64 {
+        let mut next = unit_numbers(seed);
+        move |low, high| low + (high - low) * next()
+    }
+
+    /// The paper's choice and the joint choice on `trace`.
+    fn paper_and_joint(trace: &Trace) -> (Nesting, Nesting) {
+        let with = |algorithm| {
+            let options = NestOptions {
+                algorithm,
+                ..NestOptions::default()
+            };
+            nest(trace, &options).unwrap()
+        };
+        (with(Algorithm::Paper), with(Algorithm::Joint))
+    }
+
     /// Lines at times in milliseconds, as a trace in time order.
     fn as_trace(mut lines: Vec<(f64, String)>) -> String {
         lines.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -1349,11 +1376,8 @@ mod tests {
     /// Requests into B every 1–5 ms (so up to three are open at once); each makes
     /// calls to C and D in parallel 4 ms after it arrives and answers 6 ms after them.
     fn overlapping_fan_out(requests: u32) -> String {
-        let mut seed = 12_345u64;
-        let mut jitter = |scale: f64| {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * scale
-        };
+        let mut next = unit_numbers(12_345);
+        let mut jitter = |scale: f64| (next() - 0.5) * scale;
         let mut lines = Vec::new();
         let mut t = 0.0;
         for r in 0..requests {
@@ -1381,11 +1405,7 @@ mod tests {
     /// from B's arrival, D's start is as spread as the two waits together: only its
     /// sibling's return places it.
     fn overlapping_sequences(requests: u32) -> String {
-        let mut seed = 99u64;
-        let mut uniform = |low: f64, high: f64| {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            low + (high - low) * ((seed >> 33) as f64 / (1u64 << 31) as f64)
-        };
+        let mut uniform = uniform_numbers(99);
         let mut lines = Vec::new();
         let mut t = 0.0;
         for r in 0..requests {
@@ -1411,14 +1431,11 @@ mod tests {
 
     /// Requests into B from A every 1–2 ms. One in three makes calls to C, D and E in
     /// parallel, each 1–2.5 ms after it arrives and taking 0.5–1 ms, and answers 0.1 ms
-    /// after they all return; the others answer after 2–8 ms with no calls. Counted one kind at a time, "C
-    /// and D but no E" is as likely as "C, D and E"; as whole sets it never happens.
+    /// after they all return; the others answer after 2–8 ms with no calls. Counted one
+    /// kind at a time, "C and D but no E" is as likely as "C, D and E"; as whole sets
+    /// it never happens.
     fn all_or_none(requests: u32) -> String {
-        let mut seed = 4_242u64;
-        let mut uniform = |low: f64, high: f64| {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            low + (high - low) * ((seed >> 33) as f64 / (1u64 << 31) as f64)
-        };
+        let mut uniform = uniform_numbers(4_242);
         let mut lines = Vec::new();
         let mut t = 0.0;
         for r in 0..requests {
@@ -1445,15 +1462,7 @@ mod tests {
     #[test]
     fn a_service_that_calls_all_or_none_is_not_given_part_of_a_set() {
         let trace = trace_from_str(&all_or_none(900));
-        let joint = nest(&trace, &NestOptions::default()).unwrap();
-        let paper = nest(
-            &trace,
-            &NestOptions {
-                algorithm: Algorithm::Paper,
-                ..NestOptions::default()
-            },
-        )
-        .unwrap();
+        let (paper, joint) = paper_and_joint(&trace);
         let (paper_right, joint_right) = (right(&trace, &paper), right(&trace, &joint));
         assert!(
             // 86.8% here (86.3% without sharing children out anew), 68.1% with the kinds
@@ -1466,14 +1475,7 @@ mod tests {
     #[test]
     fn a_sequential_call_is_placed_by_its_siblings_return() {
         let trace = trace_from_str(&overlapping_sequences(400));
-        let with = |algorithm| {
-            let options = NestOptions {
-                algorithm,
-                ..NestOptions::default()
-            };
-            nest(&trace, &options).unwrap()
-        };
-        let (paper, joint) = (with(Algorithm::Paper), with(Algorithm::Joint));
+        let (paper, joint) = paper_and_joint(&trace);
         let (paper_right, joint_right) = (right(&trace, &paper), right(&trace, &joint));
         assert!(
             paper.stats.mean_parallelism > 2.0,
@@ -1506,14 +1508,7 @@ mod tests {
     #[test]
     fn overlapping_fan_out_is_untangled_where_the_paper_penalty_misleads() {
         let trace = trace_from_str(&overlapping_fan_out(400));
-        let with = |algorithm| {
-            let options = NestOptions {
-                algorithm,
-                ..NestOptions::default()
-            };
-            nest(&trace, &options).unwrap()
-        };
-        let (paper, joint) = (with(Algorithm::Paper), with(Algorithm::Joint));
+        let (paper, joint) = paper_and_joint(&trace);
         let (paper_right, joint_right) = (right(&trace, &paper), right(&trace, &joint));
         assert!(
             paper.stats.mean_parallelism > 1.5,

@@ -38,6 +38,32 @@ impl CallPair {
     }
 }
 
+/// The trace's tick: the largest duration that divides every time of every pair (1 ns
+/// for a trace stamped to the nanosecond, 1 ms for one stamped to the millisecond).
+pub fn tick(pairs: &[CallPair]) -> Nanos {
+    fn gcd(mut a: u64, mut b: u64) -> u64 {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    }
+    let mut tick = 0u64;
+    for pair in pairs {
+        for time in [
+            pair.caller_send,
+            pair.callee_recv,
+            pair.callee_return,
+            pair.caller_return,
+        ] {
+            tick = gcd(tick, time.unsigned_abs());
+        }
+        if tick == 1 {
+            break;
+        }
+    }
+    Nanos::try_from(tick.max(1)).unwrap_or(Nanos::MAX)
+}
+
 /// What pairing set aside.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PairingStats {
@@ -200,5 +226,14 @@ mod tests {
             (1_000_000_000, 1_500_000_000, 2_000_000_000, 2_500_000_000)
         );
         assert_eq!(p.latency(), 500_000_000);
+    }
+
+    #[test]
+    fn the_tick_is_the_coarsest_step_every_time_is_a_multiple_of() {
+        let millis = trace("1.002 CALL a b x\n1.010 RET b a x\n1.013 CALL a b y\n1.1 RET b a y\n");
+        assert_eq!(tick(&find_call_pairs(&millis).0), 1_000_000);
+        let micros = trace("1.000501 CALL a b x\n1.002 RET b a x\n");
+        assert_eq!(tick(&find_call_pairs(&micros).0), 1_000);
+        assert_eq!(tick(&[]), 1);
     }
 }

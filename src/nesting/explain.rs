@@ -195,7 +195,11 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
                 &incoming,
                 &outgoing,
                 &board.candidates,
-                bins,
+                joint::TimeScale {
+                    bins,
+                    tick: super::call_pairs::tick(pairs),
+                    skew_window: options.skew_window,
+                },
                 choice,
                 Some(order),
             );

@@ -26,6 +26,13 @@
 //!   replaces the paper's fixed overlap penalty, which is right for serial services
 //!   and wrong for fan-out.
 //!
+//! Every density is one in time: a bin's learned share divided by the span of time the
+//! bin stands for (its width, or the trace's tick where that is coarser; the first bin
+//! also holds the negative delays of the skew window). Shares of exponential bins
+//! would favour long delays, whose bins are wider: at high parallelism, where most
+//! candidates are wrong, that alone led the search to give each call to the oldest
+//! open request, and a skew window's negative delays, all in the first bin, to none.
+//!
 //! Every child is an action of exactly one parent and every parent answers once, so
 //! every assignment is scored by the same number of factors. A sequence density seen
 //! few times is shrunk towards one pooled over callers and kinds of event, so hard EM
@@ -93,11 +100,11 @@ pub fn choose_jointly(
     incoming: &[u32],
     outgoing: &[u32],
     candidates: &Candidates,
-    bins: Bins,
+    scale: TimeScale,
     initial: Vec<u32>,
     explain: Option<usize>,
 ) -> JointChoice {
-    let calls = Calls::new(pairs, incoming, outgoing, candidates, bins);
+    let calls = Calls::new(pairs, incoming, outgoing, candidates, scale);
     let mut state = State::new(&calls, candidates, initial);
     // Kinds counted independently first, whole sets after: learned from the greedy
     // start, whole sets would hold on to its odd ones, since undoing one takes two
@@ -158,6 +165,26 @@ pub fn choose_jointly(
     }
 }
 
+/// How the joint choice reads delays.
+#[derive(Debug, Clone, Copy)]
+pub struct TimeScale {
+    /// The delay bins.
+    pub bins: Bins,
+    /// The trace's tick (see [`super::call_pairs::tick`]).
+    pub tick: Nanos,
+    /// How early a child may seem to start (see [`super::candidates::find_candidates`]).
+    pub skew_window: Nanos,
+}
+
+/// Turns ln-shares of bins into ln-densities in time.
+fn per_time(histograms: &mut [f64], ln_span: &[f64]) {
+    for histogram in histograms.chunks_mut(ln_span.len()) {
+        for (w, span) in histogram.iter_mut().zip(ln_span) {
+            *w -= span;
+        }
+    }
+}
+
 /// The kinds of event in a parent's sequence: its arrival, a child leaving or
 /// returning (per kind of child), its answer. Arrival and answer get the ids 0 and
 /// 1 + 2K, a child of kind c leaves as 1 + c and returns as 1 + K + c.
@@ -205,6 +232,9 @@ struct Calls<'a> {
     unknown_delay: f64,
     unknown_transition: f64,
     bins: Bins,
+    /// Per bin, ln of the time it spans: a bin's share over its span is a density in
+    /// time, which a bin's share alone is not (wider bins would win).
+    ln_span: Vec<f64>,
     table: BinTable,
     /// Callers A and keys (A, C).
     callers: usize,
@@ -221,8 +251,9 @@ impl<'a> Calls<'a> {
         incoming: &'a [u32],
         outgoing: &'a [u32],
         candidates: &Candidates,
-        bins: Bins,
+        scale: TimeScale,
     ) -> Self {
+        let bins = scale.bins;
         let dense = |nodes: &mut dyn Iterator<Item = NodeId>| -> Vec<u32> {
             let mut ids: HashMap<NodeId, u32> = HashMap::new();
             nodes
@@ -263,6 +294,7 @@ impl<'a> Calls<'a> {
             unknown_delay: -(bins.count() as f64).ln(),
             unknown_transition: -f64::from(kinds + 1).ln(),
             bins,
+            ln_span: bins.ln_spans(scale.tick, scale.skew_window),
             table: bins.table(),
             callers: callers as usize,
             link_keys: (callers * kinds) as usize,
@@ -749,6 +781,8 @@ impl<'a> State<'a> {
                 .iter_mut()
                 .for_each(|w| *w = (*w * (1.0 - UNIFORM) + UNIFORM / bins as f64).ln());
         }
+        per_time(&mut delays, &calls.ln_span);
+        per_time(&mut pooled, &calls.ln_span);
         model.density = delays;
         model.pooled = pooled;
 
@@ -820,6 +854,7 @@ impl<'a> State<'a> {
         for histograms in [&mut start, &mut end] {
             smooth_histograms(histograms, bins, SMOOTHING);
             log_densities(histograms, bins, UNIFORM);
+            per_time(histograms, &calls.ln_span);
         }
         let mut fit = std::mem::take(&mut self.fit);
         fit.clear();
@@ -957,7 +992,7 @@ impl<'a> State<'a> {
             let bin = calls.table.index(factor.delay);
             total += match model.delay_at.get(factor.delay_key, NONE) {
                 NONE => match model.pooled_at[factor.pooled_key] {
-                    NONE => calls.unknown_delay,
+                    NONE => calls.unknown_delay - calls.ln_span[bin],
                     at => model.pooled[at as usize + bin],
                 },
                 at => model.density[at as usize + bin],
@@ -1519,6 +1554,23 @@ mod tests {
             joint_right >= 0.99 && joint_right > paper_right,
             "joint {joint_right}, paper {paper_right}"
         );
+    }
+
+    #[test]
+    fn a_skew_window_does_not_draw_calls_to_requests_that_arrived_after_them() {
+        // The window admits parents that arrive up to 3 ms after a child leaves, all
+        // with delays in the first bin; counted per bin rather than per unit of time,
+        // that narrow bin drew children to them.
+        let trace = trace_from_str(&overlapping_sequences(400));
+        let with_window = |skew_window| {
+            let options = NestOptions {
+                skew_window,
+                ..NestOptions::default()
+            };
+            right(&trace, &nest(&trace, &options).unwrap())
+        };
+        let (without, with) = (with_window(0), with_window(3_000_000));
+        assert!(with >= without - 0.02, "with {with}, without {without}");
     }
 
     #[test]

@@ -145,6 +145,7 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
     }
     let (pairs, pairing) = find_call_pairs_checked(trace)?;
     let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
+    let tick = call_pairs::tick(&pairs);
 
     // Group calls by the node they enter (possible parents) and leave (children). Nodes
     // are independent from here to the parent choice: B's scoreboard holds only (·, B, ·).
@@ -158,7 +159,9 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
     let per_node: Vec<NodeOutcome> = incoming
         .par_iter_mut()
         .zip(outgoing.par_iter_mut())
-        .map(|(incoming, outgoing)| nest_node(trace, &pairs, incoming, outgoing, bins, options))
+        .map(|(incoming, outgoing)| {
+            nest_node(trace, &pairs, incoming, outgoing, bins, tick, options)
+        })
         .collect();
     drop((incoming, outgoing));
 
@@ -254,6 +257,7 @@ fn nest_node(
     incoming: &mut [u32],
     outgoing: &mut [u32],
     bins: Bins,
+    tick: Nanos,
     options: &NestOptions,
 ) -> NodeOutcome {
     let board = prepare_node(trace, pairs, incoming, outgoing, bins, options);
@@ -276,7 +280,11 @@ fn nest_node(
                 incoming,
                 outgoing,
                 &board.candidates,
-                bins,
+                joint::TimeScale {
+                    bins,
+                    tick,
+                    skew_window: options.skew_window,
+                },
                 choice,
                 None,
             );

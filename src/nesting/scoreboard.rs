@@ -41,6 +41,25 @@ impl Bins {
         ((ratio.ln() * self.inv_ln_base) as usize).min(self.count - 1)
     }
 
+    /// Per bin, ln of the span of time it stands for: its width, or the trace's tick
+    /// where that is coarser (a delay read at a coarse tick takes one of few values, so
+    /// a bin finer than the tick holds a value's whole chance).
+    /// The first bin also holds the negative delays a skew window of `skew_window` admits.
+    pub fn ln_spans(&self, tick: Nanos, skew_window: Nanos) -> Vec<f64> {
+        let base = (1.0 / self.inv_ln_base).exp();
+        let tick = tick.max(1) as f64;
+        (0..self.count)
+            .map(|i| {
+                let width = if i == 0 {
+                    self.floor * base + skew_window.max(0) as f64
+                } else {
+                    self.floor * base.powi(i as i32) * (base - 1.0)
+                };
+                width.max(tick).ln()
+            })
+            .collect()
+    }
+
     /// How many bins there are.
     pub fn count(&self) -> usize {
         self.count
@@ -315,5 +334,28 @@ mod tests {
         assert_eq!(far, 0.0);
         let total: f64 = (0..bins.count()).map(|k| board.weights[k]).sum();
         assert!((total - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_bin_spans_its_width_or_the_tick_and_the_first_also_the_skew_window() {
+        let bins = paper_bins();
+        let spans: Vec<f64> = bins.ln_spans(1, 0).iter().map(|s| s.exp()).collect();
+        // Bin k ≥ 1 holds [1 µs · 1.05^k, 1 µs · 1.05^(k+1)): 5% of its start wide.
+        for k in [1, 100, 300] {
+            let width = 1.05f64.powi(k as i32) * 0.05 * US as f64;
+            assert!((spans[k] / width - 1.0).abs() < 1e-9, "bin {k}");
+        }
+        assert!((spans[0] - 1.05 * US as f64).abs() < 1e-6);
+        // A millisecond tick: every bin narrower than 1 ms stands for 1 ms.
+        let coarse: Vec<f64> = bins
+            .ln_spans(1_000 * US, 0)
+            .iter()
+            .map(|s| s.exp())
+            .collect();
+        let narrow = bins.index(20 * 1_000 * US) - 1;
+        assert!((coarse[narrow] - 1e6).abs() < 1e-3);
+        assert_eq!(coarse[narrow + 2], spans[narrow + 2]);
+        let skewed = bins.ln_spans(1, 30 * 1_000 * US)[0].exp();
+        assert!((skewed - (30e6 + 1.05 * US as f64)).abs() < 1e-3);
     }
 }

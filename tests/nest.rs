@@ -95,7 +95,7 @@ fn top_limits_rows_and_says_how_many_are_hidden() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 5, "{out}");
     assert!(lines[1].trim_start().starts_with("1 "));
-    assert!(lines[4].starts_with("(21 more patterns not shown"), "{out}");
+    assert!(lines[4].starts_with("(22 more patterns not shown"), "{out}");
 }
 
 #[test]
@@ -180,7 +180,7 @@ fn json_has_the_design_fields_and_input_counts() {
     ] {
         assert!(doc["input"][key].is_u64(), "input.{key} missing");
     }
-    assert_eq!(doc["patterns_total"], 24);
+    assert_eq!(doc["patterns_total"], 25);
     let patterns = doc["patterns"].as_array().unwrap();
     assert_eq!(patterns.len(), 2);
     let first = &patterns[0];

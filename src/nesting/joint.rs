@@ -26,12 +26,13 @@
 //!   replaces the paper's fixed overlap penalty, which is right for serial services
 //!   and wrong for fan-out.
 //!
-//! Every density is one in time: a bin's learned share divided by the span of time the
-//! bin stands for (its width, or the trace's tick where that is coarser; the first bin
-//! also holds the negative delays of the skew window). Shares of exponential bins
-//! would favour long delays, whose bins are wider: at high parallelism, where most
-//! candidates are wrong, that alone led the search to give each call to the oldest
-//! open request, and a skew window's negative delays, all in the first bin, to none.
+//! The sequence's densities are in time: a bin's learned share divided by the span of
+//! time the bin stands for (its width, or the trace's tick where that is coarser; the
+//! first bin also holds the negative delays of the skew window). Shares of exponential
+//! bins would favour long delays, whose bins are wider: at high parallelism, where
+//! most candidates are wrong, that led the search to give calls to the oldest open
+//! request, and a skew window's negative delays, all in the first bin, to none. The
+//! per-child fits stay shares per bin, as the paper's scoreboard reads them.
 //!
 //! The search runs from two starts and keeps the likelier end: the paper's greedy
 //! answer, and one from soft EM over the per-link densities, which weighs every
@@ -959,8 +960,11 @@ impl<'a> State<'a> {
         }
         for histograms in [&mut start, &mut end] {
             smooth_histograms(histograms, bins, SMOOTHING);
+            // Shares per bin, as the paper's scoreboard reads them: in time too, they
+            // would double the pull the sequence's densities already have towards
+            // short delays (penalty-breaker at ×4: 20.8% of instances in false
+            // patterns against 4.1%; media 77.7% of requests right against 79.5%).
             log_densities(histograms, bins, UNIFORM);
-            per_time(histograms, &calls.ln_span);
         }
         let mut fit = std::mem::take(&mut self.fit);
         fit.clear();

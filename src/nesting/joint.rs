@@ -34,17 +34,18 @@
 //! request, and a skew window's negative delays, all in the first bin, to none. The
 //! per-child fits stay shares per bin, as the paper's scoreboard reads them.
 //!
-//! The search runs from two starts and keeps the likelier end: the paper's greedy
-//! answer, and one from soft EM over the per-link densities, which weighs every
-//! candidate and does not commit early. At high parallelism the greedy start can give
-//! a whole kind of call to the wrong requests, and hard EM, learning from that, keeps
-//! it so (multi-tier at ×4: every AUTH call); elsewhere it ends as well or better, so
-//! the soft start's end must be clearly likelier to replace it.
+//! Where a node's children have several candidates each, the search runs from two
+//! starts and keeps the likelier end: the paper's greedy answer, and one from soft EM
+//! over the per-link densities, which weighs every candidate and does not commit
+//! early. At high parallelism the greedy start can give a whole kind of call to the
+//! wrong requests, and hard EM, learning from that, keeps it so (multi-tier at ×4:
+//! every AUTH call); elsewhere it ends as well or better, so the soft start's end must
+//! be clearly likelier to replace it.
 //!
 //! Every child is an action of exactly one parent and every parent answers once, so
 //! every assignment is scored by the same number of factors. A sequence density seen
 //! few times is shrunk towards one pooled over callers and kinds of event, so hard EM
-//! cannot fit it to its own first guess. From each start (see below), the
+//! cannot fit it to its own first guess. From each start, the
 //! search moves single children, swaps the parents of two children of one kind, and
 //! exchanges the whole sets of children of two parents, while the log-likelihood
 //! rises; then it re-learns the model from the new assignment and searches again
@@ -76,8 +77,9 @@ const SETTLED: usize = 1000;
 const SOFT_ROUNDS: usize = 10;
 /// Mean candidates per child from which the soft start is tried too. Below it, the
 /// greedy start's end was kept in every study and dev trace (the lowest mean at which
-/// the soft one won was 3.67), and the second start costs a quarter of the time (0.70 M messages/s instead of 0.9 on the speed benchmark,
-/// whose nodes have 1.5–1.9 candidates per child).
+/// the soft one won was 3.67), and the second start more than doubles the time: the
+/// speed benchmark, at 1.5–1.9 candidates per child, took 2.83 s with it everywhere
+/// and 1.34 s without.
 const SOFT_FROM_PARALLELISM: f64 = 3.0;
 /// ln-likelihood per child by which the soft start's answer must beat the greedy
 /// start's to replace it. Where both are good they differ by a few thousandths, noise
@@ -126,10 +128,7 @@ pub fn choose_jointly(
     explain: Option<usize>,
 ) -> JointChoice {
     let calls = Calls::new(pairs, incoming, outgoing, candidates, scale);
-    // Two starts: the paper's greedy answer, and soft EM's. At high parallelism the
-    // greedy one can give a whole kind of call to the wrong request (the oldest open
-    // one), and hard EM, learning from it, keeps it so; soft EM weighs every candidate
-    // and does not commit early. Elsewhere the greedy start ends as well or better.
+    // The second start, soft EM's, where children have several candidates each.
     let with_candidates = (0..outgoing.len())
         .filter(|&k| !candidates.of(k).is_empty())
         .count();
@@ -820,10 +819,10 @@ impl<'a> State<'a> {
 
     /// ln-likelihood of every parent's sequence and set of children under the model
     /// the assignment learned: the whole likelihood but the per-link densities, which
-    /// the soft start was fitted to alone (compared with them, a start that piles
-    /// children onto a few parents wins by fitting those densities tightly:
-    /// penalty-breaker at ×8, 1.1 nats per child, and 12% of its requests right
-    /// instead of 30%).
+    /// the soft start was fitted to alone. (Compared with them, a start that piles
+    /// children onto a few parents won by fitting those densities tightly:
+    /// penalty-breaker at ×8, by 1.1 nats per child, with 12% of its requests right
+    /// instead of 30%.)
     fn sequence_likelihood(&self) -> f64 {
         self.score.iter().sum()
     }

@@ -423,9 +423,14 @@ fn drops(report: &mut Report) {
     let mut rows = Vec::new();
     let mut series: Series = Vec::new();
     let mut table = String::from(
-        "| trace | loss model | drop rate | false-negative instances | accuracy change | instances that lost a message | change beyond those | top-N missing beyond 2% (N ≤ patterns) |\n|---|---|---|---|---|---|---|---|\n",
+        "| trace | loss model | drop rate | false-negative instances, truth as captured | accuracy change | false-negative instances, truth before loss | accuracy change | instances that lost a message | top-N missing beyond 2% (N ≤ patterns) |\n|---|---|---|---|---|---|---|---|---|\n",
     );
+    // The paper's metric (§7.5.1) compares with the paths the trace itself holds, as
+    // the algorithm finds them given each message's path instance: an instance that
+    // lost a message is true in the shape it was captured in.
     let mut worst_below_1pct: f64 = 0.0;
+    // Against the paths before loss, an instance that lost a message can never be right.
+    let mut worst_strict_below_1pct: f64 = 0.0;
     let mut worst_beyond_below_1pct: f64 = 0.0;
     for config in ["multitier", "children-d-cc"] {
         let clean = Run::new(config, 40_000);
@@ -464,8 +469,14 @@ fn drops(report: &mut Report) {
                 };
                 let (text, lost) = generate_text(&run);
                 let lossy = read(&text);
-                let inferred = nest(&lossy, &NestOptions::default()).expect("nests");
+                let (inferred, captured) = infer(&lossy, &NestOptions::default());
                 let fn_rate = rate(
+                    paths::compare_patterns(&inferred, &captured)
+                        .1
+                        .false_negatives,
+                    captured.stats.roots,
+                );
+                let strict_fn_rate = rate(
                     paths::compare_patterns(&inferred, &truth).1.false_negatives,
                     truth.stats.roots,
                 );
@@ -473,29 +484,31 @@ fn drops(report: &mut Report) {
                 let top = paths::top_n(&inferred, &truth, truth.patterns.len());
                 let top_missing = top.iter().map(|t| t.missing[1]).max().unwrap_or(0);
                 rows.push(format!(
-                    "{config},{model},{lost:.6},{fn_rate:.6},{base_fn:.6},{touched:.6},{top_missing}"
+                    "{config},{model},{lost:.6},{fn_rate:.6},{strict_fn_rate:.6},{base_fn:.6},{touched:.6},{top_missing}"
                 ));
                 points.push((lost, fn_rate));
                 if lost < 0.01 {
                     worst_below_1pct = worst_below_1pct.max(fn_rate - base_fn);
+                    worst_strict_below_1pct = worst_strict_below_1pct.max(strict_fn_rate - base_fn);
                     worst_beyond_below_1pct =
-                        worst_beyond_below_1pct.max(fn_rate - base_fn - touched);
+                        worst_beyond_below_1pct.max(strict_fn_rate - base_fn - touched);
                 }
                 let _ = writeln!(
                     table,
-                    "| {config} | {model} | {:.2}% | {:.2}% | {:+.2} points | {:.2}% | {:+.2} points | {top_missing} |",
+                    "| {config} | {model} | {:.2}% | {:.2}% | {:+.2} points | {:.2}% | {:+.2} points | {:.2}% | {top_missing} |",
                     100.0 * lost,
                     100.0 * fn_rate,
                     -100.0 * (fn_rate - base_fn),
+                    100.0 * strict_fn_rate,
+                    -100.0 * (strict_fn_rate - base_fn),
                     100.0 * touched,
-                    -100.0 * (fn_rate - base_fn - touched)
                 );
             }
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             series.push((format!("{config}, {model}"), points));
         }
     }
-    report.csv("drops", "config,loss_model,drop_rate,fn_instance_rate,loss_free_fn_instance_rate,instances_touched,top_n_missing_2pct", &rows);
+    report.csv("drops", "config,loss_model,drop_rate,fn_instance_rate,fn_instance_rate_vs_loss_free_truth,loss_free_fn_instance_rate,instances_touched,top_n_missing_2pct", &rows);
     plot(
         &report.dir.join("drops.svg"),
         "False negatives vs message loss (Figure 21)",
@@ -505,15 +518,19 @@ fn drops(report: &mut Report) {
     );
     let _ = writeln!(
         report.markdown,
-        "## False negatives vs message loss (Figure 21)\n\n40,000 messages per trace before loss; truth from the \
-         loss-free trace. Random drops, and the paper's sniffer (queue of 64, peak capture rate lowered until it \
-         overflows: 1.2, 1.1, 1.05, 1, 0.95 and 0.9 times the trace's mean message rate).\n\n![drops](accuracy/drops.svg)\n\n{table}\nTarget: drop rates below 1% leave accuracy within \
-         1 point of the loss-free trace: **{}** (largest loss of accuracy below 1% drops: {:.2} points). \
-         An instance that lost a message cannot be inferred as it truly was, so instance accuracy falls by \
-         at least the share of instances that lost one (about 8 messages per multi-tier instance: 8 times \
-         the drop rate); beyond those, the largest loss below 1% drops is {:.2} points.\n",
+        "## False negatives vs message loss (Figure 21)\n\n40,000 messages per trace before loss. Random drops, \
+         and the paper's sniffer (queue of 64, peak capture rate lowered until it overflows: 1.2, 1.1, 1.05, 1, \
+         0.95 and 0.9 times the trace's mean message rate). As in the paper (§7.5.1), the truth is the paths the \
+         captured trace holds, found with each message's path instance: an instance that lost a message is true \
+         in the shape it was captured in. The stricter columns score against the paths before loss, where such \
+         an instance can never be right. Both changes are against the loss-free trace's false negatives; the \
+         plot shows the paper's metric.\n\n![drops](accuracy/drops.svg)\n\n{table}\nTarget: drop rates below 1% \
+         leave accuracy within 1 point of the loss-free trace: **{}** (largest loss of accuracy below 1% drops: \
+         {:.2} points). Against the paths before loss the largest loss below 1% drops is {:.2} points, of which \
+         all but {:.2} is the instances that lost a message.\n",
         if worst_below_1pct <= 0.01 { "met" } else { "not met" },
         100.0 * worst_below_1pct,
+        100.0 * worst_strict_below_1pct,
         100.0 * worst_beyond_below_1pct
     );
 }

@@ -199,6 +199,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
                     bins,
                     tick: super::call_pairs::tick(pairs),
                     skew_window: options.skew_window,
+                    lost: super::lost_shares(trace, pairs)[node.0 as usize],
                 },
                 choice,
                 Some(order),

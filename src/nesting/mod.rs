@@ -15,7 +15,7 @@ pub mod parents;
 pub mod patterns;
 pub mod scoreboard;
 
-use crate::trace::{call_id_order, Nanos, Trace};
+use crate::trace::{call_id_order, Kind, Nanos, Trace};
 use call_pairs::{CallPair, PairingStats};
 use parents::{Penalties, NO_PARENT};
 use patterns::Pattern;
@@ -156,11 +156,21 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         incoming[p.callee.0 as usize].push(i as u32);
         outgoing[p.caller.0 as usize].push(i as u32);
     }
+    let lost = lost_shares(trace, &pairs);
     let per_node: Vec<NodeOutcome> = incoming
         .par_iter_mut()
         .zip(outgoing.par_iter_mut())
-        .map(|(incoming, outgoing)| {
-            nest_node(trace, &pairs, incoming, outgoing, bins, tick, options)
+        .zip(lost.par_iter())
+        .map(|((incoming, outgoing), &lost)| {
+            nest_node(
+                trace,
+                &pairs,
+                incoming,
+                outgoing,
+                bins,
+                (tick, lost),
+                options,
+            )
         })
         .collect();
     drop((incoming, outgoing));
@@ -197,6 +207,31 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         patterns,
         stats,
     })
+}
+
+/// Per node B, the share of calls into B whose call or return the trace lacks: calls
+/// and returns seen beyond the pairs made, over all calls into B. (A trace whose clocks
+/// put a return before its call counts that call too.)
+pub(crate) fn lost_shares(trace: &Trace, pairs: &[CallPair]) -> Vec<f64> {
+    let mut seen = vec![0u64; trace.nodes.len()];
+    for message in &trace.messages {
+        match message.kind() {
+            Kind::Call => seen[message.receiver().0 as usize] += 1,
+            Kind::Return => seen[message.sender().0 as usize] += 1,
+            Kind::Free => {}
+        }
+    }
+    let mut paired = vec![0u64; trace.nodes.len()];
+    for pair in pairs {
+        paired[pair.callee.0 as usize] += 1;
+    }
+    seen.iter()
+        .zip(&paired)
+        .map(|(&seen, &paired)| {
+            let lost = seen.saturating_sub(2 * paired) as f64;
+            lost / (paired as f64 + lost).max(1.0)
+        })
+        .collect()
 }
 
 fn validate(options: &NestOptions) -> Result<(), NestError> {
@@ -257,7 +292,7 @@ fn nest_node(
     incoming: &mut [u32],
     outgoing: &mut [u32],
     bins: Bins,
-    tick: Nanos,
+    (tick, lost): (Nanos, f64),
     options: &NestOptions,
 ) -> NodeOutcome {
     let board = prepare_node(trace, pairs, incoming, outgoing, bins, options);
@@ -284,6 +319,7 @@ fn nest_node(
                     bins,
                     tick,
                     skew_window: options.skew_window,
+                    lost,
                 },
                 choice,
                 None,

@@ -177,6 +177,7 @@ fn json_has_the_design_fields_and_input_counts() {
         "free_messages",
         "blank_or_comment_lines",
         "cycles_broken",
+        "orphans",
     ] {
         assert!(doc["input"][key].is_u64(), "input.{key} missing");
     }

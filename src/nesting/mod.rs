@@ -107,8 +107,11 @@ pub struct NestStats {
     pub pairing: PairingStats,
     /// Calls matched with their returns.
     pub call_pairs: u64,
-    /// Calls with no candidate parent: the path instances.
+    /// Calls with no parent: the path instances.
     pub roots: u64,
+    /// Calls that had candidate parents but were left without one, their parent's call
+    /// having been lost by the trace (the joint choice only; among the roots).
+    pub orphans: u64,
     /// Mean number of candidate parents of the calls that had at least one (the paper's
     /// per-node parallelism).
     pub mean_parallelism: f64,
@@ -190,6 +193,7 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         }
         links += outcome.candidate_links;
         children_with_candidates += outcome.children_with_candidates;
+        stats.orphans += outcome.orphans;
         stats.histograms += outcome.histograms;
     }
     stats.mean_parallelism = if children_with_candidates == 0 {
@@ -282,6 +286,7 @@ struct NodeOutcome {
     chosen: Vec<(u32, u32, f32)>,
     candidate_links: u64,
     children_with_candidates: u64,
+    orphans: u64,
     histograms: u64,
 }
 
@@ -327,7 +332,7 @@ fn nest_node(
             (joint.parents, joint.confidence)
         }
     };
-    let chosen = outgoing
+    let chosen: Vec<(u32, u32, f32)> = outgoing
         .iter()
         .zip(choice)
         .zip(confidence)
@@ -335,6 +340,8 @@ fn nest_node(
         .map(|((&child, local), confidence)| (child, incoming[local as usize], confidence))
         .collect();
     NodeOutcome {
+        // Every child with a candidate gets a parent unless its parent's call was lost.
+        orphans: board.children_with_candidates - chosen.len() as u64,
         chosen,
         candidate_links: board.candidates.parents.len() as u64,
         children_with_candidates: board.children_with_candidates,

@@ -69,7 +69,7 @@ pub fn write(
     )?;
     writeln!(
         out,
-        "nesting: {} call pair{}, {} path instance{} in {} pattern{}; mean per-node parallelism {:.2}; {} parent cycle{} cut",
+        "nesting: {} call pair{}, {} path instance{} in {} pattern{}; mean per-node parallelism {:.2}; {} parent cycle{} cut; {} child{} of lost calls kept as root{}",
         nest.call_pairs,
         plural(nest.call_pairs),
         nest.roots,
@@ -79,6 +79,9 @@ pub fn write(
         nest.mean_parallelism,
         nest.cycles_broken,
         plural(nest.cycles_broken),
+        nest.orphans,
+        if nest.orphans == 1 { "" } else { "ren" },
+        plural(nest.orphans),
     )
 }
 

@@ -431,6 +431,16 @@ struct AlgorithmArgs {
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
     skew_window: Nanos,
 
+    /// Let a call that leaves a node up to DURATION after one of the node's calls was
+    /// answered be that call's child: services that answer first and call on after
+    /// (write-back caches, queued work; paper §5.3.1). Such a child is given a parent
+    /// that already answered only where the node's own sequences (how long after an
+    /// answer it calls on, how often, to whom) make that likelier than the open calls
+    /// around it; the others stay roots, counted in the summary. With `eval`, the truth
+    /// then gives such a call its own path instance's answered call. Off (0) by default.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
+    async_window: Nanos,
+
     /// Smooth each delay histogram with a Gaussian of this many bins (0 = off); helps
     /// with skewed clocks.
     #[arg(long, value_name = "BINS", default_value_t = 0.0)]
@@ -669,6 +679,7 @@ impl AlgorithmArgs {
         NestOptions {
             algorithm: a.algorithm,
             skew_window: a.skew_window,
+            async_window: a.async_window,
             bin_base: a.bin_base,
             bin_floor: a.bin_floor,
             bin_ceiling: a.bin_ceiling,

@@ -292,3 +292,76 @@ fn blackbox_finds_the_added_delay_at_ws2() {
         "extra delay at WS2: {extra} s"
     );
 }
+
+#[test]
+fn write_backs_join_their_requests_with_an_async_window_and_are_marked_in_the_json() {
+    let trace = run(&[
+        "traces/configs/write-back.toml",
+        "--messages",
+        "20000",
+        "-q",
+        "--seed",
+        "5",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wb.trace");
+    std::fs::write(&path, trace).unwrap();
+    let exact = |window: &str| {
+        let out = Command::cargo_bin("blackbox")
+            .unwrap()
+            .args(["eval", "--async-window", window, path.to_str().unwrap()])
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        let text = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
+        let at = text.find("instances inferred exactly: ").unwrap();
+        let share: f64 = text[at..]
+            .split(['(', '%'])
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        (share, text)
+    };
+    // The truth follows the window (the write-back's parent is its instance's cache
+    // call); without the window every write-back is lost to its request.
+    let (with_window, text) = exact("20ms");
+    assert!(
+        text.contains("asynchronous children: "),
+        "summary line missing:\n{text}"
+    );
+    assert!(with_window >= 75.0, "{text}");
+    let json = dir.path().join("wb.json");
+    Command::cargo_bin("blackbox")
+        .unwrap()
+        .args(["nest", "-q", "--async-window", "20ms", "--json"])
+        .arg(&json)
+        .arg(&path)
+        .assert()
+        .success();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let write = doc["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["signature"] == "client->WEB(AUTH,CACHE(DB))")
+        .expect("the write pattern is found");
+    let db = &write["tree"]["children"][1]["children"][0];
+    assert_eq!(db["node"], "DB");
+    assert_eq!(db["after_answer_share"], 1.0);
+    assert_eq!(doc["options"]["async_window_s"], 0.02);
+    let read_miss = doc["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["signature"] == "client->WEB(CACHE(DB))")
+        .expect("the read-miss pattern is found");
+    // Its DB call is made while the cache call is open, but the pattern also holds the
+    // hits that were wrongly given a write-back.
+    let share = read_miss["tree"]["children"][0]["children"][0]["after_answer_share"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(share < 0.2, "read-miss DB calls after the answer: {share}");
+}

@@ -24,12 +24,27 @@ impl Candidates {
     }
 }
 
+/// How far the containment test reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reach {
+    /// Loosens both ends of the containment test, for clock skew.
+    pub skew_window: Nanos,
+    /// Also admits, as asynchronous parents, calls into B that were answered at most
+    /// this long before the child left (0: none).
+    pub async_window: Nanos,
+    /// Evaluation only: only calls of the child's ground-truth path instance qualify.
+    pub same_truth_only: bool,
+}
+
 /// Finds, for each call leaving node B, the calls into B that enclose it on B's clock:
 /// a parent X→B is a candidate for child B→C when
 /// `parent.callee_recv ≤ child.caller_send + w` and `child.caller_return ≤ parent.callee_return + w`,
-/// with `w` the skew window. With `same_truth_only`, only calls of the same ground-truth
-/// path instance qualify: that yields the true paths, for evaluation (paper §7.5.1).
-/// Comparisons are inclusive, because coarse timestamps put a
+/// with `w` the skew window. With an asynchronous window `a`, a call into B answered
+/// before the child left, by at most `a`, is a candidate too: a service that answers
+/// first and calls on after (write-back caching, paper §5.3.1). With `same_truth_only`,
+/// only calls of the same ground-truth path instance qualify, and an answered one only
+/// where none encloses the child: that yields the true paths, for evaluation (paper
+/// §7.5.1). Comparisons are inclusive, because coarse timestamps put a
 /// child in the same tick as its parent. A call is never its own candidate.
 ///
 /// `incoming` (calls into B) must be sorted by `callee_recv`, `outgoing` (calls from B)
@@ -39,9 +54,13 @@ pub fn find_candidates(
     pairs: &[CallPair],
     incoming: &[u32],
     outgoing: &[u32],
-    skew_window: Nanos,
-    same_truth_only: bool,
+    reach: Reach,
 ) -> Candidates {
+    let Reach {
+        skew_window,
+        async_window,
+        same_truth_only,
+    } = reach;
     let mut offsets = Vec::with_capacity(outgoing.len() + 1);
     let mut parents = Vec::with_capacity(outgoing.len());
     offsets.push(0);
@@ -55,20 +74,44 @@ pub fn find_candidates(
             active.push(next as u32);
             next += 1;
         }
-        // Children come in start order, so a parent that ends before this child starts
-        // cannot enclose any later child either.
+        // Children come in start order, so a parent that ended before this child
+        // started, by more than the windows, cannot be a candidate of a later child
+        // either.
         active.retain(|&local| {
-            pairs[incoming[local as usize] as usize].callee_return + skew_window
+            pairs[incoming[local as usize] as usize].callee_return + skew_window.max(async_window)
                 >= child.caller_send
         });
+        let row_start = parents.len();
+        let mut answered = false;
         for &local in &active {
             let global = incoming[local as usize];
             let parent = &pairs[global as usize];
-            if global != child_index
-                && parent.callee_return + skew_window >= child.caller_return
-                && (!same_truth_only || parent.truth == child.truth)
+            if global == child_index || (same_truth_only && parent.truth != child.truth) {
+                continue;
+            }
+            if parent.callee_return + skew_window >= child.caller_return {
+                parents.push(local);
+            } else if async_window > 0
+                && parent.callee_return <= child.caller_send
+                && child.caller_send - parent.callee_return <= async_window
             {
                 parents.push(local);
+                answered = true;
+            }
+        }
+        if same_truth_only && answered && parents.len() > row_start {
+            // In the truth, a call of the same instance still open is the parent.
+            let enclosing: Vec<u32> = parents[row_start..]
+                .iter()
+                .copied()
+                .filter(|&local| {
+                    pairs[incoming[local as usize] as usize].callee_return + skew_window
+                        >= child.caller_return
+                })
+                .collect();
+            if !enclosing.is_empty() {
+                parents.truncate(row_start);
+                parents.extend(enclosing);
             }
         }
         offsets.push(parents.len() as u32);
@@ -105,18 +148,61 @@ mod tests {
             call(1, 2, 13, 20),
             call(1, 2, 25, 31),
         ];
-        let c = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], 0, false);
+        let c = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], Reach::default());
         assert_eq!(c.of(0), &[0, 1]);
         assert_eq!(c.of(1), &[1, 2]);
         assert_eq!(c.of(2), &[] as &[u32]);
-        let loose = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], 1, false);
+        let loose = Reach {
+            skew_window: 1,
+            ..Reach::default()
+        };
+        let loose = find_candidates(&pairs, &[0, 1, 2], &[3, 4, 5], loose);
         assert_eq!(loose.of(2), &[2]);
     }
 
     #[test]
     fn a_self_call_is_not_its_own_parent() {
         let pairs = vec![call(0, 0, 0, 10)];
-        let c = find_candidates(&pairs, &[0], &[0], 0, false);
+        let c = find_candidates(&pairs, &[0], &[0], Reach::default());
         assert_eq!(c.of(0), &[] as &[u32]);
+    }
+
+    #[test]
+    fn calls_answered_shortly_before_a_child_are_candidates_only_with_an_async_window() {
+        // B = 1. Incoming: [0,10], [5,20]. Outgoing: [12,15] (after the first answered),
+        // [40,45] (30 after the last answer).
+        let pairs = vec![
+            call(0, 1, 0, 10),
+            call(0, 1, 5, 20),
+            call(1, 2, 12, 15),
+            call(1, 2, 40, 45),
+        ];
+        let strict = find_candidates(&pairs, &[0, 1], &[2, 3], Reach::default());
+        assert_eq!(strict.of(0), &[1]);
+        let reach = Reach {
+            async_window: 25,
+            ..Reach::default()
+        };
+        let with_async = find_candidates(&pairs, &[0, 1], &[2, 3], reach);
+        assert_eq!(with_async.of(0), &[0, 1]);
+        assert_eq!(with_async.of(1), &[1]);
+    }
+
+    #[test]
+    fn in_the_truth_an_open_call_of_the_instance_outranks_an_answered_one() {
+        let mut pairs = vec![call(0, 1, 0, 10), call(0, 1, 5, 20), call(1, 2, 12, 15)];
+        for pair in &mut pairs {
+            pair.truth = Truth(7);
+        }
+        let reach = Reach {
+            async_window: 25,
+            same_truth_only: true,
+            ..Reach::default()
+        };
+        let truth = find_candidates(&pairs, &[0, 1], &[2], reach);
+        assert_eq!(truth.of(0), &[1]);
+        pairs[1].callee_return = 11;
+        let truth = find_candidates(&pairs, &[0, 1], &[2], reach);
+        assert_eq!(truth.of(0), &[0, 1]);
     }
 }

@@ -125,8 +125,12 @@ pub struct Candidate {
     pub parent: u32,
     /// Child's call time minus the candidate's, both on the node's clock.
     pub delay: Nanos,
-    /// How it scored in the paper's greedy choice.
-    pub score: CandidateScore,
+    /// Whether it had answered before the call left (an asynchronous parent, admitted by
+    /// [`NestOptions::async_window`]).
+    pub answered_before: bool,
+    /// How it scored in the paper's greedy choice; none for a call that had answered,
+    /// which that step does not weigh.
+    pub score: Option<CandidateScore>,
     /// With the joint choice: the log-likelihood the final assignment would lose with
     /// this parent instead (0 for the chosen one).
     pub joint_loss: Option<f64>,
@@ -187,19 +191,28 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         local => incoming[local as usize],
     };
     let greedy = global(choice[order]);
+    let tick = super::call_pairs::tick(pairs);
+    let widened =
+        super::widen_for_async(pairs, &incoming, &outgoing, options, (bins, tick), choice);
+    let (wider, choice) = match widened {
+        Ok((wider, choice)) => (Some(wider), choice),
+        Err(choice) => (None, choice),
+    };
+    let candidate_rows = wider.as_ref().unwrap_or(&board.candidates);
     let (chosen, losses) = match options.algorithm {
-        Algorithm::Paper => (greedy, Vec::new()),
+        Algorithm::Paper => (global(choice[order]), Vec::new()),
         Algorithm::Joint => {
             let joint = joint::choose_jointly(
                 pairs,
                 &incoming,
                 &outgoing,
-                &board.candidates,
+                candidate_rows,
                 joint::TimeScale {
                     bins,
-                    tick: super::call_pairs::tick(pairs),
+                    tick,
                     skew_window: options.skew_window,
                     lost: super::lost_shares(trace, pairs)[node.0 as usize],
+                    async_children: options.async_window > 0,
                 },
                 choice,
                 Some(order),
@@ -208,24 +221,39 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         }
     };
     let child = &pairs[call as usize];
+    // The paper's candidates with their scores, then the answered ones that only an
+    // asynchronous window admits, which the paper's step never scored.
     let mut candidates: Vec<Candidate> = scores
         .into_iter()
-        .map(|score| {
-            let parent = incoming[score.local as usize];
+        .map(|score| (score.local, Some(score)))
+        .chain(
+            candidate_rows
+                .of(order)
+                .iter()
+                .filter(|&&local| !board.candidates.of(order).contains(&local))
+                .map(|&local| (local, None)),
+        )
+        .map(|(local, score)| {
+            let parent = incoming[local as usize];
             Candidate {
                 parent,
                 delay: child.caller_send - pairs[parent as usize].callee_recv,
+                answered_before: pairs[parent as usize].callee_return <= child.caller_send
+                    && pairs[parent as usize].callee_return < child.caller_return,
                 score,
                 joint_loss: losses
                     .iter()
-                    .find(|&&(local, _)| local == score.local)
+                    .find(|&&(at, _)| at == local)
                     .map(|&(_, loss)| loss),
             }
         })
         .collect();
     // Stable: equal values keep the earliest-start-first order the choice used.
     match options.algorithm {
-        Algorithm::Paper => candidates.sort_by(|a, b| b.score.score.total_cmp(&a.score.score)),
+        Algorithm::Paper => candidates.sort_by(|a, b| {
+            let score = |c: &Candidate| c.score.map_or(-1.0, |s| s.score);
+            score(b).total_cmp(&score(a))
+        }),
         Algorithm::Joint => candidates.sort_by(|a, b| {
             let loss = |c: &Candidate| c.joint_loss.unwrap_or(f64::INFINITY);
             loss(a).total_cmp(&loss(b))
@@ -273,10 +301,11 @@ mod tests {
         assert_eq!(best.delay, 2_000_000_000);
         let other = &e.candidates[1];
         assert_eq!(id(other.parent), "p1");
-        assert_eq!((other.score.overlapping, other.score.children), (1, 1));
-        assert_eq!(other.score.penalty, 0.25);
-        assert_eq!(other.score.score, other.score.scoreboard * 0.25);
-        assert!(best.score.score > other.score.score);
+        let (best, other) = (best.score.unwrap(), other.score.unwrap());
+        assert_eq!((other.overlapping, other.children), (1, 1));
+        assert_eq!(other.penalty, 0.25);
+        assert_eq!(other.score, other.scoreboard * 0.25);
+        assert!(best.score > other.score);
     }
 
     #[test]

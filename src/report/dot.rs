@@ -79,8 +79,12 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
     stmts.push(edge("caller", "n0", &first));
     for (i, position) in pattern.positions.iter().enumerate() {
         for &child in &position.children {
-            let delay =
-                human_duration(Summary::of(&pattern.positions[child as usize].call_delays).mean);
+            let position = &pattern.positions[child as usize];
+            let mut delay = human_duration(Summary::of(&position.call_delays).mean);
+            // A call made after its parent answered is marked: the signature cannot say.
+            if 2 * position.after_answer > position.latencies.len() as u64 {
+                delay.push_str(", after answer");
+            }
             stmts.push(edge(&format!("n{i}"), &format!("n{child}"), &delay));
         }
     }

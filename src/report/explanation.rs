@@ -4,7 +4,7 @@
 
 use crate::nesting::explain::Explanation;
 use crate::nesting::parents::{Penalties, NO_PARENT};
-use crate::nesting::Nesting;
+use crate::nesting::{Nesting, ASYNC_CONFIDENCE};
 use crate::trace::time::{format_seconds, human_duration};
 use crate::trace::Trace;
 use std::io::{self, Write};
@@ -52,11 +52,17 @@ pub fn write(
             )?;
             continue;
         }
+        let answered = e.candidates.iter().filter(|c| c.answered_before).count();
         writeln!(
             out,
-            "{} candidate parent{} (calls into {node} open around it); score = scoreboard × (1+overlapping)^-{} × (1+same callee)^-{} × (1+children)^-{}:",
+            "{} candidate parent{} (calls into {node} open around it{}); score = scoreboard × (1+overlapping)^-{} × (1+same callee)^-{} × (1+children)^-{}:",
             e.candidates.len(),
             if e.candidates.len() == 1 { "" } else { "s" },
+            if answered > 0 {
+                format!(", or answered shortly before it: {answered}, which only the joint choice weighs")
+            } else {
+                String::new()
+            },
             penalties.overlap,
             penalties.same_callee,
             penalties.any_child
@@ -66,18 +72,26 @@ pub fn write(
             .candidates
             .iter()
             .map(|c| {
-                let s = &c.score;
                 let mut row = vec![
                     if c.parent == e.chosen { "*" } else { "" }.to_owned(),
-                    call_name(c.parent),
+                    if c.answered_before {
+                        format!("{} (answered)", call_name(c.parent))
+                    } else {
+                        call_name(c.parent)
+                    },
                     human_duration(c.delay as f64),
-                    format!("{:.4}", s.scoreboard),
-                    s.overlapping.to_string(),
-                    s.same_callee.to_string(),
-                    s.children.to_string(),
-                    format!("{:.4}", s.penalty),
-                    format!("{:.4}", s.score),
                 ];
+                match &c.score {
+                    Some(s) => row.extend([
+                        format!("{:.4}", s.scoreboard),
+                        s.overlapping.to_string(),
+                        s.same_callee.to_string(),
+                        s.children.to_string(),
+                        format!("{:.4}", s.penalty),
+                        format!("{:.4}", s.score),
+                    ]),
+                    None => row.extend(std::iter::repeat("-".to_owned()).take(6)),
+                }
                 if joint {
                     row.push(c.joint_loss.map_or("-".to_owned(), |l| format!("{l:.3}")));
                 }
@@ -153,9 +167,10 @@ pub fn write(
                             1.0 - (-lead).exp()
                         )
                     }
-                    Some(next) if next.score.score > 0.0 => format!(
+                    Some(next) if next.score.is_some_and(|s| s.score > 0.0) => format!(
                         ", {:.2}× the next best score",
-                        e.candidates[0].score.score / next.score.score
+                        e.candidates[0].score.map_or(0.0, |s| s.score)
+                            / next.score.map_or(1.0, |s| s.score)
                     ),
                     Some(_) => ", the only one with a score above zero".to_owned(),
                     None => ", the only candidate".to_owned(),
@@ -163,7 +178,17 @@ pub fn write(
                 writeln!(out, "Chosen: {}{margin}.", call_name(chosen))?;
             }
         }
-        if e.parent != e.chosen {
+        let answered = |parent: u32| {
+            let parent = &nesting.pairs[parent as usize];
+            call.caller_send >= parent.callee_return && call.caller_return > parent.callee_return
+        };
+        if e.parent != e.chosen && e.chosen != NO_PARENT && answered(e.chosen) {
+            writeln!(
+                out,
+                "That parent had answered before the call left, and was not likelier than the next by odds of {:.0} to 1: the call is left a root.",
+                1.0 / (1.0 - ASYNC_CONFIDENCE)
+            )?;
+        } else if e.parent != e.chosen {
             writeln!(
                 out,
                 "That parent made a cycle (coarse or skewed times), which was cut here: the call is a root."

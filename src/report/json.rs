@@ -23,6 +23,7 @@ struct Document<'a> {
 #[derive(Serialize)]
 struct OptionsOut {
     skew_window_s: f64,
+    async_window_s: f64,
     bin_base: f64,
     bin_floor_s: f64,
     bin_ceiling_s: f64,
@@ -34,6 +35,7 @@ impl From<&crate::nesting::NestOptions> for OptionsOut {
     fn from(o: &crate::nesting::NestOptions) -> Self {
         OptionsOut {
             skew_window_s: seconds(o.skew_window as f64),
+            async_window_s: seconds(o.async_window as f64),
             bin_base: o.bin_base,
             bin_floor_s: seconds(o.bin_floor as f64),
             bin_ceiling_s: seconds(o.bin_ceiling as f64),
@@ -76,6 +78,10 @@ struct NodeOut<'a> {
     caller: &'a str,
     latency_s: Distribution,
     call_delay_s: Distribution,
+    /// Share of instances in which the call left after its parent answered; only where
+    /// some did (asynchronous children, `--async-window`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_answer_share: Option<f64>,
     children: Vec<NodeOut<'a>>,
 }
 
@@ -165,6 +171,8 @@ fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> Nod
         caller: report.trace.node_name(pos.caller),
         latency_s: Summary::of(&pos.latencies).into(),
         call_delay_s: Summary::of(&pos.call_delays).into(),
+        after_answer_share: (pos.after_answer > 0)
+            .then(|| pos.after_answer as f64 / pos.latencies.len() as f64),
         children: pos
             .children
             .iter()

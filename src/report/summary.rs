@@ -82,7 +82,18 @@ pub fn write(
         nest.orphans,
         if nest.orphans == 1 { "" } else { "ren" },
         plural(nest.orphans),
-    )
+    )?;
+    if nest.after_answer + nest.unsure_after_answer > 0 {
+        writeln!(
+            out,
+            "asynchronous children: {} call{} given a parent that answered before it left; {} more left as root{} (no such parent clearly likelier)",
+            nest.after_answer,
+            plural(nest.after_answer),
+            nest.unsure_after_answer,
+            plural(nest.unsure_after_answer),
+        )?;
+    }
+    Ok(())
 }
 
 fn plural(n: u64) -> &'static str {

@@ -431,13 +431,14 @@ struct AlgorithmArgs {
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
     skew_window: Nanos,
 
-    /// Let a call that leaves a node up to DURATION after one of the node's calls was
-    /// answered be that call's child: services that answer first and call on after
-    /// (write-back caches, queued work; paper §5.3.1). Such a child is given a parent
-    /// that already answered only where the node's own sequences (how long after an
-    /// answer it calls on, how often, to whom) make that likelier than the open calls
-    /// around it; the others stay roots, counted in the summary. With `eval`, the truth
-    /// then gives such a call its own path instance's answered call. Off (0) by default.
+    /// Let a call out of a node have a parent that did not wait for it: a call into the
+    /// node that was open when it left and answered before it returned (fire and forget),
+    /// or that answered at most DURATION before it left (write-back caches, queued work;
+    /// paper §5.3.1). Such a parent is kept only where the node's own sequences (how
+    /// often it answers without waiting, how long after an answer it calls on, to whom)
+    /// make it likelier than any other candidate by odds of 100 to 1; the others stay
+    /// roots, counted in the summary. With `eval`, the truth then gives such a call its
+    /// own path instance's call. Off (0) by default.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
     async_window: Nanos,
 

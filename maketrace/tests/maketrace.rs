@@ -350,7 +350,7 @@ fn write_backs_join_their_requests_with_an_async_window_and_are_marked_in_the_js
         .expect("the write pattern is found");
     let db = &write["tree"]["children"][1]["children"][0];
     assert_eq!(db["node"], "DB");
-    assert_eq!(db["after_answer_share"], 1.0);
+    assert_eq!(db["unawaited_share"], 1.0);
     assert_eq!(doc["options"]["async_window_s"], 0.02);
     let read_miss = doc["patterns"]
         .as_array()
@@ -360,7 +360,7 @@ fn write_backs_join_their_requests_with_an_async_window_and_are_marked_in_the_js
         .expect("the read-miss pattern is found");
     // Its DB call is made while the cache call is open, but the pattern also holds the
     // hits that were wrongly given a write-back.
-    let share = read_miss["tree"]["children"][0]["children"][0]["after_answer_share"]
+    let share = read_miss["tree"]["children"][0]["children"][0]["unawaited_share"]
         .as_f64()
         .unwrap_or(0.0);
     assert!(share < 0.2, "read-miss DB calls after the answer: {share}");

@@ -29,22 +29,30 @@ impl Candidates {
 pub struct Reach {
     /// Loosens both ends of the containment test, for clock skew.
     pub skew_window: Nanos,
-    /// Also admits, as asynchronous parents, calls into B that were answered at most
-    /// this long before the child left (0: none).
+    /// Also admits, as asynchronous parents, calls into B that were open when the child
+    /// left, or answered at most this long before, but answered before it returned: the
+    /// parent did not wait for it (0: none).
     pub async_window: Nanos,
     /// Evaluation only: only calls of the child's ground-truth path instance qualify.
     pub same_truth_only: bool,
 }
 
+/// Whether `parent` answered before `child` returned, beyond the skew window: an
+/// asynchronous link, which only [`Reach::async_window`] admits.
+pub fn outlives(child: &CallPair, parent: &CallPair, skew_window: Nanos) -> bool {
+    child.caller_return > parent.callee_return + skew_window
+}
+
 /// Finds, for each call leaving node B, the calls into B that enclose it on B's clock:
 /// a parent X→B is a candidate for child B→C when
 /// `parent.callee_recv ≤ child.caller_send + w` and `child.caller_return ≤ parent.callee_return + w`,
-/// with `w` the skew window. With an asynchronous window `a`, a call into B answered
-/// before the child left, by at most `a`, is a candidate too: a service that answers
-/// first and calls on after (write-back caching, paper §5.3.1). With `same_truth_only`,
-/// only calls of the same ground-truth path instance qualify, and an answered one only
-/// where none encloses the child: that yields the true paths, for evaluation (paper
-/// §7.5.1). Comparisons are inclusive, because coarse timestamps put a
+/// with `w` the skew window. With an asynchronous window `a`, a call into B that
+/// arrived before the child left and answered before it returned is a candidate too,
+/// if it answered no more than `a` before the child left: a service that does not wait
+/// for a call it made (fire and forget), or answers first and calls on after
+/// (write-back caching, paper §5.3.1). With `same_truth_only`, only calls of the same
+/// ground-truth path instance qualify, and one the child outlived only where none
+/// encloses the child: that yields the true paths, for evaluation (paper §7.5.1). Comparisons are inclusive, because coarse timestamps put a
 /// child in the same tick as its parent. A call is never its own candidate.
 ///
 /// `incoming` (calls into B) must be sorted by `callee_recv`, `outgoing` (calls from B)
@@ -91,10 +99,7 @@ pub fn find_candidates(
             }
             if parent.callee_return + skew_window >= child.caller_return {
                 parents.push(local);
-            } else if async_window > 0
-                && parent.callee_return <= child.caller_send
-                && child.caller_send - parent.callee_return <= async_window
-            {
+            } else if async_window > 0 && child.caller_send - parent.callee_return <= async_window {
                 parents.push(local);
                 answered = true;
             }
@@ -168,24 +173,32 @@ mod tests {
     }
 
     #[test]
-    fn calls_answered_shortly_before_a_child_are_candidates_only_with_an_async_window() {
-        // B = 1. Incoming: [0,10], [5,20]. Outgoing: [12,15] (after the first answered),
-        // [40,45] (30 after the last answer).
+    fn calls_a_child_outlived_are_candidates_only_with_an_async_window() {
+        // B = 1. Incoming: [0,10], [5,20]. Outgoing: [8,30] (left while both were open,
+        // returned after both answered), [12,15] (after the first answered), [40,45]
+        // (20 after the last answer), [60,61] (40 after it).
         let pairs = vec![
             call(0, 1, 0, 10),
             call(0, 1, 5, 20),
+            call(1, 2, 8, 30),
             call(1, 2, 12, 15),
             call(1, 2, 40, 45),
+            call(1, 2, 60, 61),
         ];
-        let strict = find_candidates(&pairs, &[0, 1], &[2, 3], Reach::default());
-        assert_eq!(strict.of(0), &[1]);
+        let strict = find_candidates(&pairs, &[0, 1], &[2, 3, 4, 5], Reach::default());
+        assert_eq!(strict.of(0), &[] as &[u32]);
+        assert_eq!(strict.of(1), &[1]);
         let reach = Reach {
             async_window: 25,
             ..Reach::default()
         };
-        let with_async = find_candidates(&pairs, &[0, 1], &[2, 3], reach);
+        let with_async = find_candidates(&pairs, &[0, 1], &[2, 3, 4, 5], reach);
         assert_eq!(with_async.of(0), &[0, 1]);
-        assert_eq!(with_async.of(1), &[1]);
+        assert_eq!(with_async.of(1), &[0, 1]);
+        assert_eq!(with_async.of(2), &[1]);
+        assert_eq!(with_async.of(3), &[] as &[u32]);
+        assert!(outlives(&pairs[2], &pairs[1], 0) && !outlives(&pairs[3], &pairs[1], 0));
+        assert!(!outlives(&pairs[2], &pairs[1], 10));
     }
 
     #[test]

@@ -125,11 +125,11 @@ pub struct Candidate {
     pub parent: u32,
     /// Child's call time minus the candidate's, both on the node's clock.
     pub delay: Nanos,
-    /// Whether it had answered before the call left (an asynchronous parent, admitted by
+    /// Whether it answered before the call returned (an asynchronous parent, admitted by
     /// [`NestOptions::async_window`]).
     pub answered_before: bool,
-    /// How it scored in the paper's greedy choice; none for a call that had answered,
-    /// which that step does not weigh.
+    /// How it scored in the paper's greedy choice; none for a call that answered before
+    /// the call returned, which that step does not weigh.
     pub score: Option<CandidateScore>,
     /// With the joint choice: the log-likelihood the final assignment would lose with
     /// this parent instead (0 for the chosen one).
@@ -221,8 +221,8 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         }
     };
     let child = &pairs[call as usize];
-    // The paper's candidates with their scores, then the answered ones that only an
-    // asynchronous window admits, which the paper's step never scored.
+    // The paper's candidates with their scores, then the ones answered before the call
+    // returned that only an asynchronous window admits, which the paper never scored.
     let mut candidates: Vec<Candidate> = scores
         .into_iter()
         .map(|score| (score.local, Some(score)))
@@ -238,8 +238,11 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
             Candidate {
                 parent,
                 delay: child.caller_send - pairs[parent as usize].callee_recv,
-                answered_before: pairs[parent as usize].callee_return <= child.caller_send
-                    && pairs[parent as usize].callee_return < child.caller_return,
+                answered_before: super::candidates::outlives(
+                    child,
+                    &pairs[parent as usize],
+                    options.skew_window,
+                ),
                 score,
                 joint_loss: losses
                     .iter()

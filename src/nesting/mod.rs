@@ -42,9 +42,10 @@ pub struct NestOptions {
     pub algorithm: Algorithm,
     /// Loosens the containment test by this much, for clock skew (paper §7.5.6).
     pub skew_window: Nanos,
-    /// Lets a call leaving B up to this long after a call into B was answered have that
-    /// call as its parent: asynchronous children, such as a write-back cache's (paper
-    /// §5.3.1); 0, the default, allows none.
+    /// Lets a call leaving B have as parent a call into B that answered before it
+    /// returned, one that did not wait for it: open when it left (fire and forget), or
+    /// answered at most this long before (a write-back cache's; paper §5.3.1); 0, the
+    /// default, allows none.
     pub async_window: Nanos,
     /// Ratio between successive scoreboard bins.
     pub bin_base: f64,
@@ -117,13 +118,12 @@ pub struct NestStats {
     /// Calls that had candidate parents but were left without one, their parent's call
     /// having been lost by the trace (the joint choice only; among the roots).
     pub orphans: u64,
-    /// Children given a parent that had answered before they left (with an asynchronous
-    /// window; among the children with a parent).
-    pub after_answer: u64,
-    /// Children that the joint choice gave a parent that had answered, left roots
-    /// because that parent was not clearly likelier than the next (see
-    /// [`ASYNC_CONFIDENCE`]; among the roots).
-    pub unsure_after_answer: u64,
+    /// Children given a parent that answered before they returned, one that did not
+    /// wait for them (with an asynchronous window; among the children with a parent).
+    pub async_children: u64,
+    /// Children that the choice gave such a parent, left roots because that parent was
+    /// not clearly likelier than the next (see [`ASYNC_CONFIDENCE`]; among the roots).
+    pub async_left_roots: u64,
     /// Mean number of candidate parents of the calls that had at least one (the paper's
     /// per-node parallelism).
     pub mean_parallelism: f64,
@@ -206,8 +206,8 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         links += outcome.candidate_links;
         children_with_candidates += outcome.children_with_candidates;
         stats.orphans += outcome.orphans;
-        stats.after_answer += outcome.after_answer;
-        stats.unsure_after_answer += outcome.unsure;
+        stats.async_children += outcome.async_children;
+        stats.async_left_roots += outcome.unsure;
         stats.histograms += outcome.histograms;
     }
     stats.mean_parallelism = if children_with_candidates == 0 {
@@ -304,7 +304,7 @@ struct NodeOutcome {
     candidate_links: u64,
     children_with_candidates: u64,
     orphans: u64,
-    after_answer: u64,
+    async_children: u64,
     unsure: u64,
     histograms: u64,
 }
@@ -357,8 +357,15 @@ fn nest_node(
             (joint.parents, joint.confidence)
         }
     };
-    let (after_answer, unsure) = if options.async_window > 0 && !options.same_truth_only {
-        drop_unsure_async(pairs, incoming, outgoing, &mut choice, &confidence)
+    let (async_children, unsure) = if options.async_window > 0 && !options.same_truth_only {
+        drop_unsure_async(
+            pairs,
+            incoming,
+            outgoing,
+            &mut choice,
+            &confidence,
+            options.skew_window,
+        )
     } else {
         (0, 0)
     };
@@ -376,7 +383,7 @@ fn nest_node(
         // Every child with a candidate gets a parent unless its parent's call was lost,
         // or it was made after an answer and no parent was clearly likelier.
         orphans: children_with_candidates - chosen.len() as u64 - unsure,
-        after_answer,
+        async_children,
         unsure,
         chosen,
         candidate_links: candidates.parents.len() as u64,
@@ -386,9 +393,10 @@ fn nest_node(
 }
 
 /// With asynchronous children (`async_window` > 0, in inference), the candidates of
-/// one node's children widened to the calls answered shortly before each left, and the
-/// greedy `choice` (among the open calls) as the joint search's start, where a child
-/// that only answered calls could have made starts from [`joint::async_start`]. The
+/// one node's children widened to the calls that answered before each returned (open
+/// when it left, or answered at most the window before), and the greedy `choice`
+/// (among the calls that enclose it) as the joint search's start, where a child that
+/// only calls it outlived could have made starts from [`joint::async_start`]. The
 /// paper's scoreboard knows nothing of answers: choosing among the wider candidates, it
 /// handed calls that left after one request's answer to it wholesale (write-back study:
 /// no request right). Otherwise `Err(choice)`, unchanged.
@@ -409,12 +417,13 @@ pub(crate) fn widen_for_async(
         same_truth_only: false,
     };
     let wider = candidates::find_candidates(pairs, incoming, outgoing, reach);
-    let choice = joint::async_start(pairs, incoming, outgoing, &wider, bins, tick, choice);
+    let scale = (bins, tick, options.skew_window);
+    let choice = joint::async_start(pairs, incoming, outgoing, &wider, scale, choice);
     Ok((wider, choice))
 }
 
-/// How sure the joint choice must be of a parent that had answered before its child
-/// left for the link to stand: the chosen parent must be this much likelier than the
+/// How sure the joint choice must be of a parent that answered before its child
+/// returned for the link to stand: the chosen parent must be this much likelier than the
 /// next candidate (0.99: by odds of 100 to 1). Where many calls answer within the
 /// spread of a service's delay before calling on, timing cannot say which one caused
 /// the call, and a wrong asynchronous parent spoils two requests, the one it joins and
@@ -425,15 +434,16 @@ pub(crate) fn widen_for_async(
 /// evidence is strong: a user reads a link as a finding.
 pub const ASYNC_CONFIDENCE: f32 = 0.99;
 
-/// Leaves as roots the children whose chosen parent had answered before they left,
-/// unless the choice is [`ASYNC_CONFIDENCE`] sure. Returns (children kept with an
-/// answered parent, children left as roots).
+/// Leaves as roots the children whose chosen parent answered before they returned,
+/// unless the choice is [`ASYNC_CONFIDENCE`] sure. Returns (children kept with such a
+/// parent, children left as roots).
 fn drop_unsure_async(
     pairs: &[CallPair],
     incoming: &[u32],
     outgoing: &[u32],
     parents: &mut [u32],
     confidence: &[f32],
+    skew_window: Nanos,
 ) -> (u64, u64) {
     let (mut kept, mut dropped) = (0, 0);
     for ((local, &child), &sure) in parents.iter_mut().zip(outgoing).zip(confidence) {
@@ -442,9 +452,7 @@ fn drop_unsure_async(
         }
         let child = &pairs[child as usize];
         let parent = &pairs[incoming[*local as usize] as usize];
-        let answered =
-            child.caller_send >= parent.callee_return && child.caller_return > parent.callee_return;
-        if !answered {
+        if !candidates::outlives(child, parent, skew_window) {
             continue;
         }
         if sure >= ASYNC_CONFIDENCE {

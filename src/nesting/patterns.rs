@@ -22,9 +22,10 @@ pub struct Position {
     /// From the parent's call arriving at the caller to this call leaving it, per
     /// instance (caller's clock); zero at the root.
     pub call_delays: Vec<Nanos>,
-    /// Instances in which this call left after its parent had answered (an
-    /// asynchronous child; see [`crate::nesting::NestOptions::async_window`]).
-    pub after_answer: u64,
+    /// Instances in which the parent answered before this call returned: it did not
+    /// wait for it (an asynchronous child; see
+    /// [`crate::nesting::NestOptions::async_window`]).
+    pub unawaited: u64,
 }
 
 /// One causal path pattern: a call tree shape, how often it occurred, and its latencies.
@@ -196,10 +197,8 @@ pub fn find_patterns(
                 pattern.confidence_sum += f64::from(sure);
                 pattern.confidence_min = pattern.confidence_min.min(sure);
                 let parent = &pairs[parent_call as usize];
-                if pair.caller_send >= parent.callee_return
-                    && pair.caller_return > parent.callee_return
-                {
-                    position.after_answer += 1;
+                if pair.caller_return > parent.callee_return {
+                    position.unawaited += 1;
                 }
                 pair.caller_send - parent.callee_recv
             };
@@ -275,7 +274,7 @@ fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> 
             children: children.of(call).iter().map(|kid| index_of[kid]).collect(),
             latencies: Vec::new(),
             call_delays: Vec::new(),
-            after_answer: 0,
+            unawaited: 0,
         })
         .collect()
 }

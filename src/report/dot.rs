@@ -81,9 +81,9 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
         for &child in &position.children {
             let position = &pattern.positions[child as usize];
             let mut delay = human_duration(Summary::of(&position.call_delays).mean);
-            // A call made after its parent answered is marked: the signature cannot say.
-            if 2 * position.after_answer > position.latencies.len() as u64 {
-                delay.push_str(", after answer");
+            // A call its parent did not wait for is marked: the signature cannot say.
+            if 2 * position.unawaited > position.latencies.len() as u64 {
+                delay.push_str(", not awaited");
             }
             stmts.push(edge(&format!("n{i}"), &format!("n{child}"), &delay));
         }

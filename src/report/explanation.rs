@@ -59,7 +59,7 @@ pub fn write(
             e.candidates.len(),
             if e.candidates.len() == 1 { "" } else { "s" },
             if answered > 0 {
-                format!(", or answered shortly before it: {answered}, which only the joint choice weighs")
+                format!(", or answered before it returned: {answered}, which only the joint choice weighs")
             } else {
                 String::new()
             },
@@ -180,12 +180,12 @@ pub fn write(
         }
         let answered = |parent: u32| {
             let parent = &nesting.pairs[parent as usize];
-            call.caller_send >= parent.callee_return && call.caller_return > parent.callee_return
+            call.caller_return > parent.callee_return
         };
         if e.parent != e.chosen && e.chosen != NO_PARENT && answered(e.chosen) {
             writeln!(
                 out,
-                "That parent had answered before the call left, and was not likelier than the next by odds of {:.0} to 1: the call is left a root.",
+                "That parent answered before the call returned, and was not likelier than the next by odds of {:.0} to 1: the call is left a root.",
                 1.0 / (1.0 - ASYNC_CONFIDENCE)
             )?;
         } else if e.parent != e.chosen {

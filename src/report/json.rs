@@ -78,10 +78,10 @@ struct NodeOut<'a> {
     caller: &'a str,
     latency_s: Distribution,
     call_delay_s: Distribution,
-    /// Share of instances in which the call left after its parent answered; only where
-    /// some did (asynchronous children, `--async-window`).
+    /// Share of instances in which the parent answered before this call returned (did
+    /// not wait for it); only where some did (asynchronous children, `--async-window`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    after_answer_share: Option<f64>,
+    unawaited_share: Option<f64>,
     children: Vec<NodeOut<'a>>,
 }
 
@@ -171,8 +171,8 @@ fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> Nod
         caller: report.trace.node_name(pos.caller),
         latency_s: Summary::of(&pos.latencies).into(),
         call_delay_s: Summary::of(&pos.call_delays).into(),
-        after_answer_share: (pos.after_answer > 0)
-            .then(|| pos.after_answer as f64 / pos.latencies.len() as f64),
+        unawaited_share: (pos.unawaited > 0)
+            .then(|| pos.unawaited as f64 / pos.latencies.len() as f64),
         children: pos
             .children
             .iter()

@@ -83,14 +83,14 @@ pub fn write(
         if nest.orphans == 1 { "" } else { "ren" },
         plural(nest.orphans),
     )?;
-    if nest.after_answer + nest.unsure_after_answer > 0 {
+    if nest.async_children + nest.async_left_roots > 0 {
         writeln!(
             out,
-            "asynchronous children: {} call{} given a parent that answered before it left; {} more left as root{} (no such parent clearly likelier)",
-            nest.after_answer,
-            plural(nest.after_answer),
-            nest.unsure_after_answer,
-            plural(nest.unsure_after_answer),
+            "asynchronous children: {} call{} given a parent that answered before it returned; {} more left as root{} (no such parent clearly likelier)",
+            nest.async_children,
+            plural(nest.async_children),
+            nest.async_left_roots,
+            plural(nest.async_left_roots),
         )?;
     }
     Ok(())

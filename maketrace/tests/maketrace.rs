@@ -237,6 +237,31 @@ fn config_errors_name_the_tracelet_and_step_and_exit_2() {
         .stderr(predicate::str::contains("unknown field `thinks`"));
 }
 
+/// `blackbox nest -q ARGS... --json FILE TRACE`, the JSON read back.
+fn nest_json(trace: &Path, args: &[&str]) -> serde_json::Value {
+    let json = trace.with_extension("json");
+    Command::cargo_bin("blackbox")
+        .unwrap()
+        .args(["nest", "-q"])
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg(trace)
+        .assert()
+        .success();
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+/// The pattern with this signature in `nest --json` output.
+fn pattern<'a>(doc: &'a serde_json::Value, signature: &str) -> &'a serde_json::Value {
+    doc["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["signature"] == signature)
+        .unwrap_or_else(|| panic!("no pattern {signature}"))
+}
+
 #[test]
 fn blackbox_finds_the_added_delay_at_ws2() {
     // Paper section 7.2, on a trace of 100,000 messages (a short trace leaves the mean of
@@ -261,28 +286,8 @@ fn blackbox_finds_the_added_delay_at_ws2() {
     let mean_ws2_to_ap = |trace: &str, name: &str| {
         let path = dir.path().join(name);
         std::fs::write(&path, trace).unwrap();
-        let json = dir.path().join(format!("{name}.json"));
-        Command::cargo_bin("blackbox")
-            .unwrap()
-            .args([
-                "nest",
-                "-q",
-                "--json",
-                json.to_str().unwrap(),
-                path.to_str().unwrap(),
-            ])
-            .assert()
-            .success();
-        let doc: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-        let p = doc["patterns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["signature"] == "client->WS2(AUTH,AP1(DB))")
-            .unwrap()
-            .clone();
-        p["tree"]["children"][1]["call_delay_s"]["mean"]
+        let doc = nest_json(&path, &[]);
+        pattern(&doc, "client->WS2(AUTH,AP1(DB))")["tree"]["children"][1]["call_delay_s"]["mean"]
             .as_f64()
             .unwrap()
     };
@@ -306,61 +311,37 @@ fn write_backs_join_their_requests_with_an_async_window_and_are_marked_in_the_js
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wb.trace");
     std::fs::write(&path, trace).unwrap();
-    let exact = |window: &str| {
-        let out = Command::cargo_bin("blackbox")
-            .unwrap()
-            .args(["eval", "--async-window", window, path.to_str().unwrap()])
-            .assert()
-            .success()
-            .get_output()
-            .clone();
-        let text = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
-        let at = text.find("instances inferred exactly: ").unwrap();
-        let share: f64 = text[at..]
-            .split(['(', '%'])
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        (share, text)
-    };
-    // The truth follows the window (the write-back's parent is its instance's cache
-    // call); without the window every write-back is lost to its request.
-    let (with_window, text) = exact("20ms");
+    // The truth follows the window: a write-back's parent is its instance's cache call.
+    let out = Command::cargo_bin("blackbox")
+        .unwrap()
+        .args(["eval", "--async-window", "20ms"])
+        .arg(&path)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let text = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
+    let at = text.find("instances inferred exactly: ").unwrap();
+    let exact: f64 = text[at..]
+        .split(['(', '%'])
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(
         text.contains("asynchronous children: "),
         "summary line missing:\n{text}"
     );
-    assert!(with_window >= 75.0, "{text}");
-    let json = dir.path().join("wb.json");
-    Command::cargo_bin("blackbox")
-        .unwrap()
-        .args(["nest", "-q", "--async-window", "20ms", "--json"])
-        .arg(&json)
-        .arg(&path)
-        .assert()
-        .success();
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    let write = doc["patterns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["signature"] == "client->WEB(AUTH,CACHE(DB))")
-        .expect("the write pattern is found");
-    let db = &write["tree"]["children"][1]["children"][0];
+    assert!(exact >= 75.0, "{text}");
+    let doc = nest_json(&path, &["--async-window", "20ms"]);
+    let db = &pattern(&doc, "client->WEB(AUTH,CACHE(DB))")["tree"]["children"][1]["children"][0];
     assert_eq!(db["node"], "DB");
     assert_eq!(db["unawaited_share"], 1.0);
     assert_eq!(doc["options"]["async_window_s"], 0.02);
-    let read_miss = doc["patterns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["signature"] == "client->WEB(CACHE(DB))")
-        .expect("the read-miss pattern is found");
     // Its DB call is made while the cache call is open, but the pattern also holds the
     // hits that were wrongly given a write-back.
-    let share = read_miss["tree"]["children"][0]["children"][0]["unawaited_share"]
+    let share = pattern(&doc, "client->WEB(CACHE(DB))")["tree"]["children"][0]["children"][0]
+        ["unawaited_share"]
         .as_f64()
         .unwrap_or(0.0);
     assert!(share < 0.2, "read-miss DB calls after the answer: {share}");

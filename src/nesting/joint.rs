@@ -137,20 +137,22 @@ pub fn choose_jointly(
     // The second start, soft EM's, where children have several candidates each.
     // Parallelism among the open calls: answered ones, with asynchronous children, are
     // far more numerous than the parents they turn out to be.
-    let open_links = |k: usize| {
-        candidates
-            .of(k)
-            .iter()
-            .filter(|&&p| !calls.answered(k as u32, p))
-            .count()
-    };
-    let (links, with_candidates) = (0..outgoing.len())
-        .map(open_links)
-        .filter(|&n| n > 0)
-        .fold((0, 0), |(links, children), n| (links + n, children + 1));
+    let open: Vec<usize> = (0..outgoing.len())
+        .map(|k| {
+            candidates
+                .of(k)
+                .iter()
+                .filter(|&&p| !calls.answered(k as u32, p))
+                .count()
+        })
+        .collect();
+    let (links, with_candidates) = open
+        .iter()
+        .filter(|&&n| n > 0)
+        .fold((0, 0), |(links, children), &n| (links + n, children + 1));
     let parallelism = links as f64 / f64::from(with_candidates.max(1));
     let alternative = (parallelism >= SOFT_FROM_PARALLELISM)
-        .then(|| soft_start(&calls, candidates, &initial))
+        .then(|| soft_start(&calls, candidates, &open, &initial))
         .filter(|soft| *soft != initial);
     let mut state = settle(&calls, candidates, initial);
     if let Some(soft) = alternative {
@@ -404,23 +406,21 @@ fn settle<'a>(calls: &'a Calls<'a>, candidates: &'a Candidates, initial: Vec<u32
 /// Calls that had answered before the child left (asynchronous candidates) hold no
 /// share: their return gaps, all negative, would pile into one bin and draw children
 /// wholesale. A child that only such calls could have made keeps its `initial` parent.
-fn soft_start(calls: &Calls, candidates: &Candidates, initial: &[u32]) -> Vec<u32> {
+///
+/// `open` is, per child, how many of its candidates enclose it.
+fn soft_start(calls: &Calls, candidates: &Candidates, open: &[usize], initial: &[u32]) -> Vec<u32> {
     let bins = calls.bins.count();
     let children = calls.outgoing.len();
     let mut links: Vec<(u32, u16, u16)> = Vec::with_capacity(candidates.parents.len());
+    let mut answered: Vec<bool> = Vec::with_capacity(candidates.parents.len());
     let mut weight: Vec<f32> = Vec::with_capacity(candidates.parents.len());
-    let mut open = vec![0usize; children];
-    for (k, open) in open.iter_mut().enumerate() {
-        let row = candidates.of(k);
-        *open = row
-            .iter()
-            .filter(|&&p| !calls.answered(k as u32, p))
-            .count();
-        for &p in row {
+    for (k, &open) in open.iter().enumerate() {
+        for &p in candidates.of(k) {
             let (key, start, gap) = calls.link_bins(k as u32, p);
             links.push((key as u32, start as u16, gap as u16));
-            let answered = calls.answered(k as u32, p);
-            weight.push(if answered { 0.0 } else { 1.0 / *open as f32 });
+            let outlived = calls.answered(k as u32, p);
+            answered.push(outlived);
+            weight.push(if outlived { 0.0 } else { 1.0 / open as f32 });
         }
     }
     let mut logits: Vec<f64> = Vec::new();
@@ -439,16 +439,19 @@ fn soft_start(calls: &Calls, candidates: &Candidates, initial: &[u32]) -> Vec<u3
         for (k, &open) in open.iter().enumerate() {
             let range = candidates.offsets[k] as usize..candidates.offsets[k + 1] as usize;
             logits.clear();
-            logits.extend(links[range.clone()].iter().map(|&(key, at, gap)| {
-                start[key as usize * bins + at as usize] + end[key as usize * bins + gap as usize]
-            }));
-            if open < candidates.of(k).len() {
-                for (l, &p) in logits.iter_mut().zip(candidates.of(k)) {
-                    if calls.answered(k as u32, p) {
-                        *l = f64::NEG_INFINITY;
-                    }
-                }
-            }
+            logits.extend(
+                links[range.clone()]
+                    .iter()
+                    .zip(&answered[range.clone()])
+                    .map(|(&(key, at, gap), &outlived)| {
+                        if outlived {
+                            f64::NEG_INFINITY
+                        } else {
+                            start[key as usize * bins + at as usize]
+                                + end[key as usize * bins + gap as usize]
+                        }
+                    }),
+            );
             if open == 0 {
                 continue;
             }
@@ -2093,18 +2096,24 @@ mod tests {
 
     /// Fraction of the C and D calls given the request they belong to.
     fn right(trace: &Trace, nesting: &Nesting) -> f64 {
+        right_among(trace, nesting, |id| !id.starts_with('p'))
+    }
+
+    /// Fraction of the calls whose id `counts` that have their own request's call into
+    /// B (the same number after the letter) as parent.
+    fn right_among(trace: &Trace, nesting: &Nesting, counts: impl Fn(&str) -> bool) -> f64 {
         let id = |i: usize| trace.call_id_text(nesting.pairs[i].call_id);
-        let children: Vec<usize> = (0..nesting.pairs.len())
-            .filter(|&i| !id(i).starts_with('p'))
+        let calls: Vec<usize> = (0..nesting.pairs.len())
+            .filter(|&i| counts(id(i)))
             .collect();
-        let good = children
+        let good = calls
             .iter()
             .filter(|&&i| {
                 let parent = nesting.parent[i] as usize;
                 parent < nesting.pairs.len() && id(parent)[1..] == id(i)[1..]
             })
             .count();
-        good as f64 / children.len() as f64
+        good as f64 / calls.len() as f64
     }
 
     #[test]
@@ -2172,23 +2181,20 @@ mod tests {
     #[test]
     fn a_write_back_after_the_answer_joins_its_request_only_with_an_async_window() {
         let trace = trace_from_str(&write_backs(800));
+        // (share of the writes right, writes left roots, writes)
         let writes = |nesting: &Nesting| {
-            let id = |i: usize| trace.call_id_text(nesting.pairs[i].call_id);
             let writes: Vec<usize> = (0..nesting.pairs.len())
-                .filter(|&i| id(i).starts_with('d'))
-                .collect();
-            let right = writes
-                .iter()
-                .filter(|&&i| {
-                    let parent = nesting.parent[i] as usize;
-                    parent < nesting.pairs.len() && id(parent)[1..] == id(i)[1..]
+                .filter(|&i| {
+                    trace
+                        .call_id_text(nesting.pairs[i].call_id)
+                        .starts_with('d')
                 })
-                .count();
+                .collect();
             let rooted = writes
                 .iter()
                 .filter(|&&i| nesting.parent[i] == crate::nesting::parents::NO_PARENT)
                 .count();
-            (right as f64 / writes.len() as f64, rooted, writes.len())
+            (right_calls_to(&trace, nesting, 'd'), rooted, writes.len())
         };
         let strict = nest(&trace, &NestOptions::default()).unwrap();
         let (right, _, all) = writes(&strict);
@@ -2257,18 +2263,7 @@ mod tests {
     /// Share of the calls whose id starts with `prefix` that have their own request's
     /// call into B as parent.
     fn right_calls_to(trace: &Trace, nesting: &Nesting, prefix: char) -> f64 {
-        let id = |i: usize| trace.call_id_text(nesting.pairs[i].call_id);
-        let calls: Vec<usize> = (0..nesting.pairs.len())
-            .filter(|&i| id(i).starts_with(prefix))
-            .collect();
-        let right = calls
-            .iter()
-            .filter(|&&i| {
-                let parent = nesting.parent[i] as usize;
-                parent < nesting.pairs.len() && id(parent)[1..] == id(i)[1..]
-            })
-            .count();
-        right as f64 / calls.len() as f64
+        right_among(trace, nesting, |id| id.starts_with(prefix))
     }
 
     #[test]

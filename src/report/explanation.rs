@@ -179,10 +179,11 @@ pub fn write(
             }
         }
         let answered = |parent: u32| {
-            let parent = &nesting.pairs[parent as usize];
-            call.caller_return > parent.callee_return
+            e.candidates
+                .iter()
+                .any(|c| c.parent == parent && c.answered_before)
         };
-        if e.parent != e.chosen && e.chosen != NO_PARENT && answered(e.chosen) {
+        if e.parent != e.chosen && answered(e.chosen) {
             writeln!(
                 out,
                 "That parent answered before the call returned, and was not likelier than the next by odds of {:.0} to 1: the call is left a root.",

@@ -343,28 +343,36 @@ pub fn async_start(
                 .iter()
                 .map(|&(_, key, bin)| density[key * count + bin])
                 .collect();
-            let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let total: f64 = logits.iter().map(|l| (l - top).exp()).sum();
-            for (w, l) in shares.iter_mut().zip(&logits) {
-                *w = (l - top).exp() / total;
+            for (w, share) in shares.iter_mut().zip(normalised(&logits)) {
+                *w = share;
             }
         }
     }
     for ((k, links), shares) in rows.iter().zip(&weights) {
-        let best = shares
-            .iter()
-            .enumerate()
-            .fold((f64::NEG_INFINITY, 0), |best, (i, &w)| {
-                if w > best.0 {
-                    (w, i)
-                } else {
-                    best
-                }
-            })
-            .1;
-        initial[*k] = links[best].0;
+        initial[*k] = links[likeliest(shares.iter().copied())].0;
     }
     initial
+}
+
+/// e^logit over the sum of them all, without overflow.
+fn normalised(logits: &[f64]) -> impl Iterator<Item = f64> + '_ {
+    let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = logits.iter().map(|l| (l - top).exp()).sum();
+    logits.iter().map(move |l| (l - top).exp() / total)
+}
+
+/// The position of the largest share, the first of equal ones.
+fn likeliest(shares: impl Iterator<Item = f64>) -> usize {
+    shares
+        .enumerate()
+        .fold((f64::NEG_INFINITY, 0), |best, (i, w)| {
+            if w > best.0 {
+                (w, i)
+            } else {
+                best
+            }
+        })
+        .1
 }
 
 /// Hard EM from `initial` until it settles.
@@ -455,10 +463,8 @@ fn soft_start(calls: &Calls, candidates: &Candidates, open: &[usize], initial: &
             if open == 0 {
                 continue;
             }
-            let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let total: f64 = logits.iter().map(|l| (l - top).exp()).sum();
-            for (w, l) in weight[range].iter_mut().zip(&logits) {
-                *w = ((l - top).exp() / total) as f32;
+            for (w, share) in weight[range].iter_mut().zip(normalised(&logits)) {
+                *w = share as f32;
             }
         }
     }
@@ -468,18 +474,8 @@ fn soft_start(calls: &Calls, candidates: &Candidates, open: &[usize], initial: &
                 return initial[k];
             }
             let range = candidates.offsets[k] as usize..candidates.offsets[k + 1] as usize;
-            let row = candidates.of(k);
-            weight[range]
-                .iter()
-                .enumerate()
-                .fold((f32::NEG_INFINITY, NO_PARENT), |best, (i, &w)| {
-                    if w > best.0 {
-                        (w, row[i])
-                    } else {
-                        best
-                    }
-                })
-                .1
+            let best = likeliest(weight[range].iter().map(|&w| f64::from(w)));
+            candidates.of(k)[best]
         })
         .collect()
 }

@@ -76,7 +76,7 @@ fn paper_baseline_on_media_holds_its_accuracy() {
 fn joint_choice_on_hotel_beats_the_paper() {
     if let Some((calls, requests)) = accuracy("hotel_load100", Algorithm::Joint) {
         assert!(
-            calls >= 0.995 && requests >= 0.977,
+            calls >= 0.995 && requests >= 0.98,
             "calls {calls}, requests {requests}"
         );
     }
@@ -96,17 +96,18 @@ fn joint_choice_on_node_beats_the_paper() {
 fn joint_choice_on_media_beats_the_paper() {
     if let Some((calls, requests)) = accuracy("media_load50", Algorithm::Joint) {
         assert!(
-            calls >= 0.972 && requests >= 0.805,
+            calls >= 0.9725 && requests >= 0.81,
             "calls {calls}, requests {requests}"
         );
     }
 }
 
 /// One hotel call returns 24 µs after its parent answered, on the same host's clock:
-/// no call encloses it, and it is a root (its request wrong) unless the parent may have
-/// not waited for it.
+/// no call encloses it. By default it is a late return (calls of its kind nearly always
+/// are enclosed); with an asynchronous window, a child its parent did not wait for, and
+/// it must keep its parent either way.
 #[test]
-fn an_async_window_gives_hotel_the_call_that_outlived_its_parent() {
+fn an_async_window_keeps_hotel_the_call_that_outlived_its_parent() {
     let options = NestOptions {
         async_window: 1_000_000,
         ..NestOptions::default()

@@ -178,6 +178,7 @@ fn json_has_the_design_fields_and_input_counts() {
         "blank_or_comment_lines",
         "cycles_broken",
         "orphans",
+        "late_children",
     ] {
         assert!(doc["input"][key].is_u64(), "input.{key} missing");
     }
@@ -431,6 +432,59 @@ fn file_order_does_not_change_the_result() {
     let backward = run(&b, &a, &dir.path().join("2.tsv"));
     assert_eq!(forward, backward);
     assert_eq!(forward.0, stdout_of(&["nest", "-q", SAMPLE]).into_bytes());
+}
+
+/// 100 requests into `app`, each calling `db` inside it, except the last, whose `db`
+/// call returns 20 µs after `app` answered, while the next request is open.
+fn trace_with_one_late_return() -> String {
+    let mut lines = String::new();
+    for i in 0..100u64 {
+        let t = 1_000 + i * 10;
+        let db_end = if i == 99 { t + 8 } else { t + 6 };
+        lines += &format!(
+            "{t}.000 CALL client app r{i}\n{t}.002 CALL app db d{i}\n{db_end}.020 RET db app d{i}\n{}.000 RET app client r{i}\n",
+            t + 8
+        );
+    }
+    // A request from another client open when the late call left, answered first.
+    lines += "1989.000 CALL other app x\n1997.500 RET app other x\n";
+    lines
+}
+
+#[test]
+fn a_late_return_keeps_its_parent_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.trace");
+    std::fs::write(&t, trace_with_one_late_return()).unwrap();
+    let parent_of_the_late_call = |algorithm: &str| {
+        let assignments = dir.path().join(format!("{algorithm}.tsv"));
+        let run = blackbox()
+            .args(["nest", "--algorithm", algorithm, "--assignments"])
+            .arg(&assignments)
+            .arg(&t)
+            .assert()
+            .success();
+        let stderr = String::from_utf8(run.get_output().stderr.clone()).unwrap();
+        let rows = std::fs::read_to_string(&assignments).unwrap();
+        let row = rows
+            .lines()
+            .find(|l| l.starts_with("app\tdb\td99\t"))
+            .expect("a row for the late call")
+            .split('\t')
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        (row[4..7].join(" "), stderr)
+    };
+    let (parent, stderr) = parent_of_the_late_call("joint");
+    assert_eq!(parent, "client app r99");
+    assert!(
+        stderr.contains("late returns: 1 call enclosed by no call"),
+        "{stderr}"
+    );
+    // The paper's algorithm keeps its containment test: the call is a root.
+    let (parent, stderr) = parent_of_the_late_call("paper");
+    assert_eq!(parent, "- - -");
+    assert!(!stderr.contains("late returns"), "{stderr}");
 }
 
 #[test]

@@ -124,6 +124,11 @@ pub struct NestStats {
     /// Children that the choice gave such a parent, left roots because that parent was
     /// not clearly likelier than the next (see [`ASYNC_CONFIDENCE`]; among the roots).
     pub async_left_roots: u64,
+    /// Children no call enclosed, given a call open when they left: timestamps a little
+    /// late where enclosure is the rule (see [`candidates::RARELY_UNENCLOSED`]; without
+    /// an asynchronous window, which counts them among its own; among the children with
+    /// a parent).
+    pub late_children: u64,
     /// Mean number of candidate parents of the calls that had at least one (the paper's
     /// per-node parallelism).
     pub mean_parallelism: f64,
@@ -208,6 +213,7 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         stats.orphans += outcome.orphans;
         stats.async_children += outcome.async_children;
         stats.async_left_roots += outcome.unsure;
+        stats.late_children += outcome.late_children;
         stats.histograms += outcome.histograms;
     }
     stats.mean_parallelism = if children_with_candidates == 0 {
@@ -306,6 +312,7 @@ struct NodeOutcome {
     orphans: u64,
     async_children: u64,
     unsure: u64,
+    late_children: u64,
     histograms: u64,
 }
 
@@ -369,6 +376,22 @@ fn nest_node(
     } else {
         (0, 0)
     };
+    let late_children = if options.async_window == 0 && board.candidates.rescued > 0 {
+        outgoing
+            .iter()
+            .zip(&choice)
+            .filter(|&(&child, &local)| {
+                local != NO_PARENT
+                    && candidates::outlives(
+                        &pairs[child as usize],
+                        &pairs[incoming[local as usize] as usize],
+                        options.skew_window,
+                    )
+            })
+            .count() as u64
+    } else {
+        0
+    };
     let chosen: Vec<(u32, u32, f32)> = outgoing
         .iter()
         .zip(choice)
@@ -385,6 +408,7 @@ fn nest_node(
         orphans: children_with_candidates - chosen.len() as u64 - unsure,
         async_children,
         unsure,
+        late_children,
         chosen,
         candidate_links: candidates.parents.len() as u64,
         children_with_candidates,
@@ -414,6 +438,7 @@ pub(crate) fn widen_for_async(
     let reach = candidates::Reach {
         skew_window: options.skew_window,
         async_window: options.async_window,
+        rescue_unenclosed: false,
         same_truth_only: false,
     };
     let wider = candidates::find_candidates(pairs, incoming, outgoing, reach);
@@ -513,6 +538,7 @@ fn prepare_node(
             } else {
                 0
             },
+            rescue_unenclosed: options.algorithm == Algorithm::Joint || options.same_truth_only,
             same_truth_only: options.same_truth_only,
         },
     );

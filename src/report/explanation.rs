@@ -52,13 +52,19 @@ pub fn write(
             )?;
             continue;
         }
-        let answered = e.candidates.iter().filter(|c| c.answered_before).count();
+        // Answered calls the paper's step scored are the late-return repair's; those it
+        // did not are the asynchronous window's.
+        let answered = e.candidates.iter().filter(|c| c.answered_before);
+        let late = answered.clone().any(|c| c.score.is_some());
+        let answered = answered.count();
         writeln!(
             out,
             "{} candidate parent{} (calls into {node} open around it{}); score = scoreboard × (1+overlapping)^-{} × (1+same callee)^-{} × (1+children)^-{}:",
             e.candidates.len(),
             if e.candidates.len() == 1 { "" } else { "s" },
-            if answered > 0 {
+            if late {
+                "; none enclosed it, so those open when it left: calls of its kind almost always are enclosed, read as a late timestamp".to_owned()
+            } else if answered > 0 {
                 format!(", or answered before it returned: {answered}, which only the joint choice weighs")
             } else {
                 String::new()

@@ -93,6 +93,14 @@ pub fn write(
             plural(nest.async_left_roots),
         )?;
     }
+    if nest.late_children > 0 {
+        writeln!(
+            out,
+            "late returns: {} call{} enclosed by no call given one open when it left (calls of its kind almost always are enclosed, so read as a late timestamp)",
+            nest.late_children,
+            plural(nest.late_children),
+        )?;
+    }
     Ok(())
 }
 

@@ -421,8 +421,10 @@ struct AlgorithmArgs {
     /// Parent choice: `joint` improves the paper's greedy answer per node under a model
     /// learned from the trace of what each call does while it is open (when it calls out
     /// after its arrival, its previous call leaving or returning, when it answers, how
-    /// many calls of each kind it makes in which order); `paper` is the paper's greedy
-    /// choice alone, for reproducing its results.
+    /// many calls of each kind it makes in which order), and gives a call that no call
+    /// encloses, where calls of its kind nearly always are enclosed, one of the calls open
+    /// when it left (a late timestamp; counted as "late returns"); `paper` is the paper's
+    /// greedy choice alone, for reproducing its results.
     #[arg(long, value_enum, default_value_t = Algorithm::Joint)]
     algorithm: Algorithm,
 

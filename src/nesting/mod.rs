@@ -29,7 +29,7 @@ pub enum Algorithm {
     /// The paper's greedy choice with fixed penalties (§5.1.1.3), kept reproducible.
     Paper,
     /// The paper's answer improved jointly per node under a model, learned from the
-    /// trace, of what each call does while it is open ([`joint`]).
+    /// trace, of what each call does while it is open.
     #[default]
     Joint,
 }

@@ -1,7 +1,8 @@
 //! Which calls could have caused which (paper §5.1.1.1, last paragraph, and Figure 4
 //! lines 11–12): the candidate parents of each call B→C are the calls X→B that were
-//! open around it at B. Owns that containment test and the skew window; scoring the
-//! candidates is the scoreboard's job.
+//! open around it at B. Owns that containment test, the skew window, the asynchronous
+//! window's wider test, and the repair of late returns (a call none encloses, of a kind
+//! nearly always enclosed); scoring the candidates is the scoreboard's job.
 
 use super::call_pairs::CallPair;
 use crate::trace::{Nanos, NodeId};
@@ -71,8 +72,11 @@ pub fn outlives(child: &CallPair, parent: &CallPair, skew_window: Nanos) -> bool
 /// for a call it made (fire and forget), or answers first and calls on after
 /// (write-back caching, paper §5.3.1). With `same_truth_only`, only calls of the same
 /// ground-truth path instance qualify, and one the child outlived only where none
-/// encloses the child: that yields the true paths, for evaluation (paper §7.5.1). Comparisons are inclusive, because coarse timestamps put a
-/// child in the same tick as its parent. A call is never its own candidate.
+/// encloses the child: that yields the true paths, for evaluation (paper §7.5.1). With
+/// `rescue_unenclosed`, a child left with no candidate takes the calls open when it
+/// left, where that is rare for its callee ([`RARELY_UNENCLOSED`]). Comparisons are inclusive,
+/// because coarse timestamps put a child in the same tick as its parent. A call is
+/// never its own candidate.
 ///
 /// `incoming` (calls into B) must be sorted by `callee_recv`, `outgoing` (calls from B)
 /// by `caller_send`. One sweep keeps the calls into B that can still enclose a later
@@ -176,7 +180,8 @@ pub fn find_candidates(
 
 /// Fills the empty rows of `unenclosed` children with the calls open when each left
 /// (`open[from..]` up to the next child's start): in the truth always, in inference
-/// where the child's callee is [`RARELY_UNENCLOSED`].
+/// where the node's calls to the child's callee almost always have an enclosing call
+/// ([`RARELY_UNENCLOSED`]).
 fn rescue(
     pairs: &[CallPair],
     outgoing: &[u32],
@@ -211,8 +216,8 @@ fn rescue(
     let mut offsets = Vec::with_capacity(candidates.offsets.len());
     let mut parents = Vec::with_capacity(candidates.parents.len() + open.len());
     offsets.push(0);
-    for (k, rescued) in rows.into_iter().enumerate() {
-        parents.extend_from_slice(rescued.unwrap_or(candidates.of(k)));
+    for (k, row) in rows.into_iter().enumerate() {
+        parents.extend_from_slice(row.unwrap_or(candidates.of(k)));
         offsets.push(parents.len() as u32);
     }
     Candidates {
@@ -318,8 +323,8 @@ mod tests {
     }
 
     /// Node 1 receives calls [10i, 10i+8] and makes one call to 2 in each, at 10i+2;
-    /// the last of `late` of them returns 1 after its parent answered, while the next
-    /// call into 1 is open. Returns the candidates of the latest late child.
+    /// the last `late` of those return 1 after their parents answered. Returns the
+    /// candidates of the last child.
     fn late_returns(calls: u64, late: u64, reach: Reach) -> Vec<u32> {
         let mut pairs = Vec::new();
         for i in 0..calls as i64 {

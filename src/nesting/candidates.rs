@@ -119,13 +119,19 @@ pub fn find_candidates(
         });
         let row_start = parents.len();
         let mut answered = false;
-        for &local in &active {
+        // The call into B behind `local`, unless it is the child itself or, in the
+        // truth, of another instance.
+        let qualifying = |local: u32| {
             let global = incoming[local as usize];
             let parent = &pairs[global as usize];
-            if global == child_index || (same_truth_only && parent.truth != child.truth) {
+            (global != child_index && !(same_truth_only && parent.truth != child.truth))
+                .then_some(parent)
+        };
+        for &local in &active {
+            let Some(parent) = qualifying(local) else {
                 continue;
-            }
-            if parent.callee_return + skew_window >= child.caller_return {
+            };
+            if !outlives(child, parent, skew_window) {
                 parents.push(local);
             } else if async_window > 0 && child.caller_send - parent.callee_return <= async_window {
                 parents.push(local);
@@ -136,11 +142,7 @@ pub fn find_candidates(
         if rescue_unenclosed && parents.len() == row_start && !incoming.is_empty() {
             unenclosed.push((offsets.len() - 1, open.len()));
             open.extend(active.iter().copied().filter(|&local| {
-                let global = incoming[local as usize];
-                let parent = &pairs[global as usize];
-                global != child_index
-                    && parent.callee_return >= child.caller_send
-                    && !(same_truth_only && parent.truth != child.truth)
+                qualifying(local).is_some_and(|parent| parent.callee_return >= child.caller_send)
             }));
         }
         if same_truth_only && answered && parents.len() > row_start {
@@ -149,8 +151,11 @@ pub fn find_candidates(
                 .iter()
                 .copied()
                 .filter(|&local| {
-                    pairs[incoming[local as usize] as usize].callee_return + skew_window
-                        >= child.caller_return
+                    !outlives(
+                        child,
+                        &pairs[incoming[local as usize] as usize],
+                        skew_window,
+                    )
                 })
                 .collect();
             if !enclosing.is_empty() {

@@ -381,12 +381,7 @@ fn nest_node(
             .iter()
             .zip(&choice)
             .filter(|&(&child, &local)| {
-                local != NO_PARENT
-                    && candidates::outlives(
-                        &pairs[child as usize],
-                        &pairs[incoming[local as usize] as usize],
-                        options.skew_window,
-                    )
+                parent_answered_first(pairs, incoming, child, local, options.skew_window)
             })
             .count() as u64
     } else {
@@ -473,12 +468,7 @@ fn drop_unsure_async(
 ) -> (u64, u64) {
     let (mut kept, mut dropped) = (0, 0);
     for ((local, &child), &sure) in parents.iter_mut().zip(outgoing).zip(confidence) {
-        if *local == NO_PARENT {
-            continue;
-        }
-        let child = &pairs[child as usize];
-        let parent = &pairs[incoming[*local as usize] as usize];
-        if !candidates::outlives(child, parent, skew_window) {
+        if !parent_answered_first(pairs, incoming, child, *local, skew_window) {
             continue;
         }
         if sure >= ASYNC_CONFIDENCE {
@@ -489,6 +479,23 @@ fn drop_unsure_async(
         }
     }
     (kept, dropped)
+}
+
+/// Whether `child` (an index into the pairs) has a parent, `local` into `incoming`,
+/// that answered before it returned.
+fn parent_answered_first(
+    pairs: &[CallPair],
+    incoming: &[u32],
+    child: u32,
+    local: u32,
+    skew_window: Nanos,
+) -> bool {
+    local != NO_PARENT
+        && candidates::outlives(
+            &pairs[child as usize],
+            &pairs[incoming[local as usize] as usize],
+            skew_window,
+        )
 }
 
 /// What one node B decides its children's parents with.

@@ -197,7 +197,7 @@ pub fn find_patterns(
                 pattern.confidence_sum += f64::from(sure);
                 pattern.confidence_min = pattern.confidence_min.min(sure);
                 let parent = &pairs[parent_call as usize];
-                if pair.caller_return > parent.callee_return {
+                if super::candidates::outlives(pair, parent, 0) {
                     position.unawaited += 1;
                 }
                 pair.caller_send - parent.callee_recv

@@ -2,11 +2,12 @@
 
 use assert_cmd::Command;
 use blackbox::convolution::{convolve, ConvolveOptions};
-use blackbox::trace::{text, Trace, TraceBuilder};
-use maketrace::{config, generate};
+use blackbox::trace::Trace;
 use predicates::prelude::*;
-use rand::SeedableRng;
-use std::path::Path;
+use support::generated;
+
+#[path = "support/generated.rs"]
+mod support;
 
 const QUANTUM: i64 = 10_000_000;
 
@@ -14,30 +15,6 @@ fn blackbox() -> Command {
     let mut cmd = Command::cargo_bin("blackbox").expect("built");
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
     cmd
-}
-
-/// `messages` messages of a config in traces/configs, one line each at the sender.
-fn generated(config_name: &str, messages: u64, seed: u64) -> Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/configs")
-        .join(format!("{config_name}.toml"));
-    let model = config::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let options = generate::Options {
-        start: 1_700_000_000_000_000_000,
-        stop: generate::Stop::Messages(messages),
-        network: None,
-        resolution: 1_000,
-    };
-    let trace = generate::generate(
-        &model,
-        &options,
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed),
-    );
-    let mut text_bytes = Vec::new();
-    maketrace::write_text(&trace, &mut text_bytes).unwrap();
-    let mut builder = TraceBuilder::new();
-    text::read(Path::new(config_name), &text_bytes[..], &mut builder).unwrap();
-    builder.finish()
 }
 
 /// (signature, delays of each hop after the first, ms) of every path found.
@@ -61,7 +38,7 @@ fn paths(trace: &Trace) -> Vec<(String, Vec<f64>, u64)> {
 
 #[test]
 fn free_form_edges_and_delays_are_found_within_a_quantum() {
-    let trace = generated("freeform", 30_000, 5);
+    let trace = generated("freeform", 1.0, 30_000, 5);
     let found = paths(&trace);
     let signatures: Vec<&str> = found.iter().map(|p| p.0.as_str()).collect();
     assert_eq!(
@@ -84,7 +61,7 @@ fn the_added_delay_is_blamed_on_the_ws2_edge_within_a_quantum() {
     // Paper Figure 13: the path through WS2, AUTH and AP1 carries the extra 200 ms on the
     // edge from WS2 to AP1.
     let delay = |config: &str| {
-        let trace = generated(config, 100_000, 3);
+        let trace = generated(config, 1.0, 100_000, 3);
         paths(&trace)
             .into_iter()
             .find(|p| p.0 == "client->WS2->AUTH->WS2->AP1->DB->AP1->WS2->client")

@@ -152,3 +152,33 @@ fn eval_of_the_sample_matches_golden() {
         std::fs::read_to_string(&path).expect("golden file; run with BLACKBOX_BLESS=1")
     );
 }
+
+#[test]
+fn a_search_started_from_the_truth_says_so_and_needs_the_joint_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.trace");
+    std::fs::write(&trace, SEQUENTIAL).unwrap();
+    let json = dir.path().join("eval.json");
+    blackbox()
+        .args(["eval", "-q", "--start-from-truth", "--json"])
+        .args([json.to_str().unwrap(), trace.to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(
+            "search started from the true parents: a bound on the search, not a result\n",
+        ))
+        .stdout(predicate::str::contains(
+            "instances inferred exactly: 2 of 2 (100.0%)",
+        ));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(doc["start"], "true parents");
+    blackbox()
+        .args(["eval", "-q", "--start-from-truth", "--algorithm", "paper"])
+        .arg(&trace)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "a given start needs the joint parent choice",
+        ));
+}

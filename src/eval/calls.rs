@@ -3,6 +3,7 @@
 //! tab separated, `-` for roots): the fraction of calls given their true parent, and
 //! the fraction of requests whose whole call tree is right.
 
+use crate::nesting::call_pairs::CallPair;
 use crate::nesting::parents::NO_PARENT;
 use crate::nesting::Nesting;
 use crate::trace::Trace;
@@ -91,6 +92,33 @@ impl CallScores {
     pub fn request_accuracy(&self) -> f64 {
         self.requests_right as f64 / self.requests.max(1) as f64
     }
+}
+
+/// Per call pair, the index among `pairs` of its true parent; [`NO_PARENT`] for a
+/// root, and for a call the truth does not name or whose parent the trace did not pair.
+pub fn true_parent_indexes(trace: &Trace, pairs: &[CallPair], truth: &TrueParents) -> Vec<u32> {
+    let key = |p: &CallPair| {
+        (
+            trace.node_name(p.caller).to_owned(),
+            trace.node_name(p.callee).to_owned(),
+            trace.call_id_text(p.call_id).to_owned(),
+        )
+    };
+    let index: HashMap<CallKey, u32> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (key(p), i as u32))
+        .collect();
+    pairs
+        .iter()
+        .map(|p| {
+            truth
+                .get(&key(p))
+                .and_then(Option::as_ref)
+                .and_then(|parent| index.get(parent).copied())
+                .unwrap_or(NO_PARENT)
+        })
+        .collect()
 }
 
 /// Scores the inferred parents against `truth`.

@@ -214,7 +214,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
                     lost: super::lost_shares(trace, pairs)[node.0 as usize],
                     async_children: options.async_window > 0,
                 },
-                choice,
+                joint::Start::Greedy(choice),
                 Some(order),
             );
             (global(joint.parents[order]), joint.explained)

@@ -125,18 +125,35 @@ pub struct JointChoice {
     pub explained: Vec<(u32, f64)>,
 }
 
-/// Improves `initial` (the greedy choice, per child an index into `incoming`) for the
-/// children of one node. `incoming` and `outgoing` are sorted as for the candidates.
+/// Where the search starts: per child, an index into `incoming` (a candidate of the
+/// child's) or [`NO_PARENT`].
+pub enum Start {
+    /// The paper's greedy choice, joined by soft EM's answer where children have
+    /// several candidates each; the likelier end is kept.
+    Greedy(Vec<u32>),
+    /// Only this assignment (for evaluation: the true parents).
+    Given(Vec<u32>),
+}
+
+/// Improves `start` for the children of one node. `incoming` and `outgoing` are sorted
+/// as for the candidates.
 pub fn choose_jointly(
     pairs: &[CallPair],
     incoming: &[u32],
     outgoing: &[u32],
     candidates: &Candidates,
     scale: TimeScale,
-    initial: Vec<u32>,
+    start: Start,
     explain: Option<usize>,
 ) -> JointChoice {
     let calls = Calls::new(pairs, incoming, outgoing, candidates, scale);
+    let initial = match start {
+        Start::Greedy(initial) => initial,
+        Start::Given(given) => {
+            let state = settle(&calls, candidates, given);
+            return chosen(&state, candidates, explain);
+        }
+    };
     // The second start, soft EM's, where children have several candidates each.
     // Parallelism among the open calls: answered ones, with asynchronous children, are
     // far more numerous than the parents they turn out to be.
@@ -165,6 +182,11 @@ pub fn choose_jointly(
             state = other;
         }
     }
+    chosen(&state, candidates, explain)
+}
+
+/// The parents `state` ended with, their confidences, and the explanation asked for.
+fn chosen(state: &State, candidates: &Candidates, explain: Option<usize>) -> JointChoice {
     let confidence = state.confidence();
     let explained = explain.map_or_else(Vec::new, |k| {
         let k = k as u32;

@@ -157,6 +157,38 @@ pub struct Nesting {
 
 /// Runs the nesting algorithm on a trace.
 pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> {
+    nest_starting(trace, options, None)
+}
+
+/// For evaluation: runs the nesting algorithm with the joint search started from
+/// `start`'s parents instead of the greedy answer, and re-learning its model from them.
+/// `start` is given the trace's call pairs (as [`Nesting::pairs`] will hold them) and
+/// returns each one's parent as an index into them, or [`NO_PARENT`]; a parent that is
+/// not among a call's candidates starts it without one. Started from the true parents,
+/// what the search still gets wrong is where the model itself prefers another answer:
+/// a bound on what a better search could reach, not a result.
+pub fn nest_from(
+    trace: &Trace,
+    options: &NestOptions,
+    start: &GivenStart<'_>,
+) -> Result<Nesting, NestError> {
+    if options.algorithm == Algorithm::Paper {
+        return Err(NestError::BadOption(
+            "a given start needs the joint parent choice: the paper's has no search to start"
+                .into(),
+        ));
+    }
+    nest_starting(trace, options, Some(start))
+}
+
+/// A start for [`nest_from`]: given the call pairs, each one's parent.
+pub type GivenStart<'a> = dyn Fn(&[CallPair]) -> Vec<u32> + 'a;
+
+fn nest_starting(
+    trace: &Trace,
+    options: &NestOptions,
+    start: Option<&GivenStart<'_>>,
+) -> Result<Nesting, NestError> {
     validate(options)?;
     if trace.messages.is_empty() {
         return Err(NestError::NoMessages {
@@ -166,6 +198,16 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
     let (pairs, pairing) = find_call_pairs_checked(trace)?;
     let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
     let tick = call_pairs::tick(&pairs);
+    let start = start.map(|start| start(&pairs));
+    if let Some(start) = &start {
+        if start.len() != pairs.len() {
+            return Err(NestError::BadOption(format!(
+                "the given start has {} parents for {} call pairs",
+                start.len(),
+                pairs.len()
+            )));
+        }
+    }
 
     // Group calls by the node they enter (possible parents) and leave (children). Nodes
     // are independent from here to the parent choice: B's scoreboard holds only (·, B, ·).
@@ -177,21 +219,19 @@ pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> 
         outgoing[p.caller.0 as usize].push(i as u32);
     }
     let lost = lost_shares(trace, &pairs);
+    let whole = WholeTrace {
+        trace,
+        pairs: &pairs,
+        bins,
+        tick,
+        options,
+        start: start.as_deref(),
+    };
     let per_node: Vec<NodeOutcome> = incoming
         .par_iter_mut()
         .zip(outgoing.par_iter_mut())
         .zip(lost.par_iter())
-        .map(|((incoming, outgoing), &lost)| {
-            nest_node(
-                trace,
-                &pairs,
-                incoming,
-                outgoing,
-                bins,
-                (tick, lost),
-                options,
-            )
-        })
+        .map(|((incoming, outgoing), &lost)| nest_node(&whole, incoming, outgoing, lost))
         .collect();
     drop((incoming, outgoing));
 
@@ -316,16 +356,35 @@ struct NodeOutcome {
     histograms: u64,
 }
 
-/// Steps 2 and 3 for one node B: candidates, B's scoreboard, parent choice.
+/// What every node's choice shares.
+struct WholeTrace<'a> {
+    trace: &'a Trace,
+    pairs: &'a [CallPair],
+    bins: Bins,
+    /// The trace's tick ([`call_pairs::tick`]).
+    tick: Nanos,
+    options: &'a NestOptions,
+    /// Per call pair, the parent the joint search starts from instead of the greedy
+    /// answer ([`nest_from`]).
+    start: Option<&'a [u32]>,
+}
+
+/// Steps 2 and 3 for one node B: candidates, B's scoreboard, parent choice. `lost` is
+/// the share of calls into B that the trace lost.
 fn nest_node(
-    trace: &Trace,
-    pairs: &[CallPair],
+    whole: &WholeTrace,
     incoming: &mut [u32],
     outgoing: &mut [u32],
-    bins: Bins,
-    (tick, lost): (Nanos, f64),
-    options: &NestOptions,
+    lost: f64,
 ) -> NodeOutcome {
+    let WholeTrace {
+        trace,
+        pairs,
+        bins,
+        tick,
+        options,
+        start,
+    } = *whole;
     let board = prepare_node(trace, pairs, incoming, outgoing, bins, options);
     let (choice, confidence) = parents::choose_parents(
         pairs,
@@ -358,7 +417,12 @@ fn nest_node(
                     lost,
                     async_children: options.async_window > 0,
                 },
-                choice,
+                match start {
+                    None => joint::Start::Greedy(choice),
+                    Some(start) => {
+                        joint::Start::Given(local_start(start, incoming, outgoing, &candidates))
+                    }
+                },
                 None,
             );
             (joint.parents, joint.confidence)
@@ -409,6 +473,33 @@ fn nest_node(
         children_with_candidates,
         histograms: board.scoreboard.histograms() as u64,
     }
+}
+
+/// `start` (per call pair, its parent's index) for one node's children: per child, the
+/// index into `incoming` of its parent if that is one of its candidates, else
+/// [`NO_PARENT`].
+fn local_start(
+    start: &[u32],
+    incoming: &[u32],
+    outgoing: &[u32],
+    candidates: &candidates::Candidates,
+) -> Vec<u32> {
+    let local: hashbrown::HashMap<u32, u32> = incoming
+        .iter()
+        .enumerate()
+        .map(|(at, &pair)| (pair, at as u32))
+        .collect();
+    outgoing
+        .iter()
+        .enumerate()
+        .map(|(k, &child)| {
+            local
+                .get(&start[child as usize])
+                .copied()
+                .filter(|p| candidates.of(k).binary_search(p).is_ok())
+                .unwrap_or(NO_PARENT)
+        })
+        .collect()
 }
 
 /// With asynchronous children (`async_window` > 0, in inference), the candidates of

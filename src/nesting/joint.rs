@@ -40,9 +40,10 @@
 //! its delays that fit it best; and one from soft EM over the per-link densities,
 //! which weighs every candidate and does not commit early. At high parallelism most
 //! of the greedy answer's links are wrong, and hard EM, learning from them, keeps
-//! densities broad enough to hold them (multi-tier at ×8: parents given two AUTH
-//! calls, which make one); learning from the delays that fit best lets the densities
-//! sharpen towards the true ones. Robust learning also cuts the true tails of broad
+//! densities broad enough to hold them (multi-tier at ×4: the parents given two AUTH
+//! calls, where each makes one or none, grew from 405 to 558 over the rounds);
+//! learning from the delays that fit best lets the densities sharpen towards the true
+//! ones. Robust learning also cuts the true tails of broad
 //! delays, so its end must be likelier under a model learned from all delays. The
 //! greedy start can also give a whole kind of call to the wrong requests, and hard
 //! EM, learning from that, keeps it so (multi-tier at ×4: every AUTH call); elsewhere
@@ -135,8 +136,8 @@ pub struct JointChoice {
 /// Where the search starts: per child, an index into `incoming` (a candidate of the
 /// child's) or [`NO_PARENT`].
 pub enum Start {
-    /// The paper's greedy choice, joined by soft EM's answer where children have
-    /// several candidates each; the likelier end is kept.
+    /// The paper's greedy choice; where children have several candidates each, the
+    /// robust start from it and soft EM's answer join it, and the likelier end is kept.
     Greedy(Vec<u32>),
     /// Only this assignment (for evaluation: the true parents).
     Given(Vec<u32>),
@@ -161,7 +162,7 @@ pub fn choose_jointly(
             return chosen(&state, candidates, explain);
         }
     };
-    // The second start, soft EM's, where children have several candidates each.
+    // The robust and soft starts run where children have several candidates each.
     // Parallelism among the open calls: answered ones, with asynchronous children, are
     // far more numerous than the parents they turn out to be.
     let open: Vec<usize> = (0..outgoing.len())

@@ -13,11 +13,17 @@ fn blackbox() -> Command {
 const SEQUENTIAL: &str = "1 CALL A B 1 r1\n3 CALL B C 2 r1\n5 RET C B 2 r1\n7 CALL B D 3 r1\n9 RET D B 3 r1\n11 RET B A 1 r1\n\
                           20 CALL A B 4 r2\n21 CALL B C 5 r2\n22 RET C B 5 r2\n23 RET B A 4 r2\n";
 
-#[test]
-fn a_perfect_inference_reports_zero_errors() {
+/// A temporary directory holding [`SEQUENTIAL`] as `t.trace`, and that file's path.
+fn sequential_trace() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.trace");
     std::fs::write(&trace, SEQUENTIAL).unwrap();
+    (dir, trace)
+}
+
+#[test]
+fn a_perfect_inference_reports_zero_errors() {
+    let (dir, trace) = sequential_trace();
     let json = dir.path().join("eval.json");
     blackbox()
         .args([
@@ -43,9 +49,7 @@ fn a_perfect_inference_reports_zero_errors() {
 
 #[test]
 fn planted_errors_in_a_truth_file_are_counted_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.trace");
-    std::fs::write(&trace, SEQUENTIAL).unwrap();
+    let (dir, trace) = sequential_trace();
     let assignments = dir.path().join("inferred.tsv");
     blackbox()
         .args([
@@ -155,9 +159,7 @@ fn eval_of_the_sample_matches_golden() {
 
 #[test]
 fn a_search_started_from_the_truth_says_so_and_needs_the_joint_choice() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.trace");
-    std::fs::write(&trace, SEQUENTIAL).unwrap();
+    let (dir, trace) = sequential_trace();
     let json = dir.path().join("eval.json");
     blackbox()
         .args(["eval", "-q", "--start-from-truth", "--json"])

@@ -94,26 +94,28 @@ impl CallScores {
     }
 }
 
+/// A call pair named as the assignments format names it.
+fn call_key(trace: &Trace, pair: &CallPair) -> CallKey {
+    (
+        trace.node_name(pair.caller).to_owned(),
+        trace.node_name(pair.callee).to_owned(),
+        trace.call_id_text(pair.call_id).to_owned(),
+    )
+}
+
 /// Per call pair, the index among `pairs` of its true parent; [`NO_PARENT`] for a
 /// root, and for a call the truth does not name or whose parent the trace did not pair.
 pub fn true_parent_indexes(trace: &Trace, pairs: &[CallPair], truth: &TrueParents) -> Vec<u32> {
-    let key = |p: &CallPair| {
-        (
-            trace.node_name(p.caller).to_owned(),
-            trace.node_name(p.callee).to_owned(),
-            trace.call_id_text(p.call_id).to_owned(),
-        )
-    };
     let index: HashMap<CallKey, u32> = pairs
         .iter()
         .enumerate()
-        .map(|(i, p)| (key(p), i as u32))
+        .map(|(i, p)| (call_key(trace, p), i as u32))
         .collect();
     pairs
         .iter()
         .map(|p| {
             truth
-                .get(&key(p))
+                .get(&call_key(trace, p))
                 .and_then(Option::as_ref)
                 .and_then(|parent| index.get(parent).copied())
                 .unwrap_or(NO_PARENT)
@@ -123,14 +125,7 @@ pub fn true_parent_indexes(trace: &Trace, pairs: &[CallPair], truth: &TrueParent
 
 /// Scores the inferred parents against `truth`.
 pub fn evaluate(trace: &Trace, nesting: &Nesting, truth: &TrueParents) -> CallScores {
-    let key = |i: usize| {
-        let p = &nesting.pairs[i];
-        (
-            trace.node_name(p.caller).to_owned(),
-            trace.node_name(p.callee).to_owned(),
-            trace.call_id_text(p.call_id).to_owned(),
-        )
-    };
+    let key = |i: usize| call_key(trace, &nesting.pairs[i]);
     let inferred: HashMap<CallKey, Option<CallKey>> = (0..nesting.pairs.len())
         .map(|i| {
             (

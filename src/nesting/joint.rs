@@ -43,15 +43,14 @@
 //! densities broad enough to hold them (multi-tier at ×4: the parents given two AUTH
 //! calls, where each makes one or none, grew from 405 to 558 over the rounds);
 //! learning from the delays that fit best lets the densities sharpen towards the true
-//! ones. Robust learning also cuts the true tails of broad
-//! delays, so its end must be likelier under a model learned from all delays. The
-//! greedy start can also give a whole kind of call to the wrong requests, and hard
-//! EM, learning from that, keeps it so (multi-tier at ×4: every AUTH call); elsewhere
-//! it ends as well or better, so the soft start's end must be clearly likelier to
-//! replace it. The two ends are compared with each parent's
-//! calls ordered given its set of children: the chain the search uses also says how
-//! many calls a parent makes, which the set already said, and that second count
-//! favours an end that piles children onto a few parents.
+//! ones. Robust learning also cuts the true tails of broad delays, so its end must be
+//! clearly likelier under a model learned from all delays. The greedy start can also
+//! give a whole kind of call to the wrong requests, and hard EM, learning from that,
+//! keeps it so (multi-tier at ×4: every AUTH call); elsewhere it ends as well or
+//! better, so the soft start's end must be clearly likelier to replace it. The ends
+//! are compared with each parent's calls ordered given its set of children: the chain
+//! the search uses also says how many calls a parent makes, which the set already
+//! said, and that second count favours an end that piles children onto a few parents.
 //!
 //! Where the trace lost calls into a node, a child may also have no parent: its
 //! parent's call was lost. That is scored as a density in time too, the share of calls

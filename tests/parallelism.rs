@@ -69,8 +69,9 @@ fn broad_densities_learned_from_a_mostly_wrong_start_do_not_hold_its_links() {
 /// `eval --start-from-truth` runs the same search from the true parents. At ×4 on
 /// multi-tier, where most of each child's candidates are wrong, the model learned from
 /// the truth keeps far more of it than the one hard EM learns from the greedy answer
-/// (here 1,371 instances exactly right against 1,133), and the search still runs: it moves calls away from the truth where the model prefers
-/// another parent, so the truth is not simply handed back.
+/// (here 1,371 instances exactly right against 1,133), and the search still runs: it
+/// moves calls away from the truth where the model prefers another parent, so the
+/// truth is not simply handed back.
 #[test]
 fn the_search_started_from_the_truth_keeps_more_of_it_but_still_searches() {
     let trace = generated("multitier", 4.0, 20_000, 11);

@@ -178,25 +178,34 @@ pub fn choose_jointly(
         .filter(|&&n| n > 0)
         .fold((0, 0), |(links, children), &n| (links + n, children + 1));
     let parallelism = links as f64 / f64::from(with_candidates.max(1));
-    let alternative = (parallelism >= SOFT_FROM_PARALLELISM)
-        .then(|| soft_start(&calls, candidates, &open, &initial))
-        .filter(|soft| *soft != initial);
-    let mut state = if parallelism >= SOFT_FROM_PARALLELISM {
-        // The greedy answer's end, or the robust start's from it if clearly likelier,
-        // both scored under models learned again from all their delays.
-        let robust = relearned(settle(&calls, candidates, initial.clone(), true));
-        let plain = relearned(settle(&calls, candidates, initial, false));
-        let gain = robust.sequence_likelihood() - plain.sequence_likelihood();
-        if gain > REPLACE_MARGIN * plain.chosen.len() as f64 {
-            robust
-        } else {
-            plain
-        }
+    if parallelism < SOFT_FROM_PARALLELISM {
+        let state = settle(&calls, candidates, initial, false);
+        return chosen(&state, candidates, explain);
+    }
+    // The three starts are independent: on two cores, a trace whose time goes to one
+    // node takes the time of two starts instead of three.
+    let ((robust, plain), soft) = rayon::join(
+        || {
+            rayon::join(
+                || relearned(settle(&calls, candidates, initial.clone(), true)),
+                || relearned(settle(&calls, candidates, initial.clone(), false)),
+            )
+        },
+        || {
+            Some(soft_start(&calls, candidates, &open, &initial))
+                .filter(|soft| *soft != initial)
+                .map(|soft| settle(&calls, candidates, soft, false))
+        },
+    );
+    // The greedy answer's end, or the robust start's from it if clearly likelier, both
+    // scored under models learned again from all their delays.
+    let gain = robust.sequence_likelihood() - plain.sequence_likelihood();
+    let mut state = if gain > REPLACE_MARGIN * plain.chosen.len() as f64 {
+        robust
     } else {
-        settle(&calls, candidates, initial, false)
+        plain
     };
-    if let Some(soft) = alternative {
-        let other = settle(&calls, candidates, soft, false);
+    if let Some(other) = soft {
         let gain = other.sequence_likelihood() - state.sequence_likelihood();
         if gain > REPLACE_MARGIN * state.chosen.len() as f64 {
             state = other;

@@ -2,6 +2,10 @@
 //! million messages at per-node parallelism near 2 (issue 2's target: ≥ 2 M messages/s
 //! through the algorithm; the paper needed 24 CPU s for 2,026,658 messages, Table 1).
 //!
+//! A second group times a small trace of the same system at per-node parallelism near
+//! 20, where children have many candidates each and the joint choice searches from
+//! three starts: its cost per message is far higher there.
+//!
 //! `cargo bench --bench nesting` — throughput is reported in messages per second.
 
 mod support;
@@ -16,6 +20,9 @@ use support::multitier::{self, MultiTier};
 /// Requests and mean gap that give about 2 M messages at per-node parallelism ≈ 2.
 pub const REQUESTS: u64 = 256_000;
 pub const GAP_US: f64 = 2_600.0;
+/// Requests and mean gap of the dense trace: 24 times the load, 39,030 messages.
+pub const DENSE_REQUESTS: u64 = 5_000;
+pub const DENSE_GAP_US: f64 = GAP_US / 24.0;
 
 fn bench(c: &mut Criterion) {
     let events = MultiTier::generate(7, REQUESTS, GAP_US);
@@ -57,5 +64,26 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+fn bench_dense(c: &mut Criterion) {
+    let events = MultiTier::generate(7, DENSE_REQUESTS, DENSE_GAP_US);
+    let mut builder = TraceBuilder::new();
+    multitier::build(&events, &mut builder);
+    let trace = builder.finish();
+    let messages = trace.messages.len() as u64;
+    let options = NestOptions::default();
+    let probe = nest(&trace, &options).unwrap();
+    eprintln!(
+        "dense trace: {} messages, {} call pairs, mean per-node parallelism {:.2}",
+        messages, probe.stats.call_pairs, probe.stats.mean_parallelism
+    );
+    let mut group = c.benchmark_group("nesting_dense");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(40))
+        .throughput(Throughput::Elements(messages));
+    group.bench_function("algorithm", |b| b.iter(|| nest(&trace, &options).unwrap()));
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_dense);
 criterion_main!(benches);

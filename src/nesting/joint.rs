@@ -1098,19 +1098,35 @@ struct State<'a> {
     /// neighbour changed weighs only that neighbour. (Multi-tier at ×8: nearly half of
     /// the search's looks at a child are such second looks.)
     settled_at: Vec<u32>,
-    /// Per pair of parents, their best exchange and their best split, by
-    /// [`Self::pair_gain`].
-    exchanges: RefCell<HashMap<u64, PairGain>>,
-    splits: RefCell<HashMap<u64, PairGain>>,
+    /// Pairs of parents' best exchanges and best splits, by [`Self::pair_gain`].
+    exchanges: RefCell<Vec<PairGain>>,
+    splits: RefCell<Vec<PairGain>>,
 }
 
 /// A gain two parents would make together, at the stamps they had when it was computed.
+#[derive(Clone, Copy)]
 struct PairGain {
+    /// The two parents, [`NONE`] in an empty slot.
+    pair: [u32; 2],
     stamps: [u32; 2],
     gain: f64,
     /// For a split, the mask of the children that go to the second parent.
     how: u32,
 }
+
+impl PairGain {
+    const EMPTY: PairGain = PairGain {
+        pair: [NONE; 2],
+        stamps: [0; 2],
+        gain: 0.0,
+        how: 0,
+    };
+}
+
+/// Slots in each memo of pairs' gains (a power of two): a child's siblings, who share
+/// its candidates, are looked at soon after it, so a small memo that forgets old pairs
+/// keeps nearly every one weighed again, in memory that does not grow with the trace.
+const PAIR_SLOTS: usize = 1 << 14;
 
 /// Weight, in samples, of the pooled density in every specific delay density: a
 /// (caller, event, action) seen a few times cannot overfit its own assignment, which
@@ -1309,8 +1325,8 @@ impl<'a> State<'a> {
             left: vec![Cell::new(0.0); initial.len()],
             left_at: vec![Cell::new(STALE); initial.len()],
             settled_at: vec![STALE; initial.len()],
-            exchanges: RefCell::new(HashMap::new()),
-            splits: RefCell::new(HashMap::new()),
+            exchanges: RefCell::new(Vec::new()),
+            splits: RefCell::new(Vec::new()),
         }
     }
 
@@ -1823,8 +1839,8 @@ impl<'a> State<'a> {
             self.joined_at.iter().for_each(|c| c.set(STALE));
             self.left_at.iter().for_each(|c| c.set(STALE));
             self.settled_at.fill(STALE);
-            self.exchanges.get_mut().clear();
-            self.splits.get_mut().clear();
+            self.exchanges.get_mut().fill(PairGain::EMPTY);
+            self.splits.get_mut().fill(PairGain::EMPTY);
             self.stamp.fill(0);
             self.clock = 0;
         }
@@ -1951,7 +1967,7 @@ impl<'a> State<'a> {
     /// each would otherwise weigh the same exchange and the same splits again.)
     fn pair_gain(
         &self,
-        cache: &RefCell<HashMap<u64, PairGain>>,
+        cache: &RefCell<Vec<PairGain>>,
         from: u32,
         to: u32,
         gain: impl FnOnce(u32, u32) -> (f64, u32),
@@ -1963,17 +1979,30 @@ impl<'a> State<'a> {
         if tests::WEIGH_EVERYTHING_AGAIN.load(std::sync::atomic::Ordering::Relaxed) {
             return gain(from, to);
         }
-        let stamps = [self.stamp[from as usize], self.stamp[to as usize]];
-        let key = u64::from(from) << 32 | u64::from(to);
-        if let Some(known) = cache.borrow().get(&key) {
-            if known.stamps == stamps {
+        let (pair, stamps) = (
+            [from, to],
+            [self.stamp[from as usize], self.stamp[to as usize]],
+        );
+        // A multiplicative hash of the pair picks its slot.
+        let mixed = (u64::from(from) << 32 | u64::from(to)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = (mixed >> (64 - PAIR_SLOTS.trailing_zeros())) as usize;
+        {
+            let mut slots = cache.borrow_mut();
+            if slots.is_empty() {
+                slots.resize(PAIR_SLOTS, PairGain::EMPTY);
+            }
+            let known = slots[slot];
+            if known.pair == pair && known.stamps == stamps {
                 return (known.gain, known.how);
             }
         }
         let (gain, how) = gain(from, to);
-        cache
-            .borrow_mut()
-            .insert(key, PairGain { stamps, gain, how });
+        cache.borrow_mut()[slot] = PairGain {
+            pair,
+            stamps,
+            gain,
+            how,
+        };
         (gain, how)
     }
 

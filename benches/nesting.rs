@@ -11,7 +11,7 @@
 mod support;
 
 use blackbox::nesting::{nest, NestOptions};
-use blackbox::trace::{text, TraceBuilder};
+use blackbox::trace::{text, Trace, TraceBuilder};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::Path;
 use std::time::Duration;
@@ -24,18 +24,25 @@ pub const GAP_US: f64 = 2_600.0;
 pub const DENSE_REQUESTS: u64 = 5_000;
 pub const DENSE_GAP_US: f64 = GAP_US / 24.0;
 
-fn bench(c: &mut Criterion) {
-    let events = MultiTier::generate(7, REQUESTS, GAP_US);
+/// The multi-tier trace of `events`, with its number of messages, after saying on
+/// stderr how large and how parallel it is.
+fn probed_trace(label: &str, events: &[multitier::Event], options: &NestOptions) -> (Trace, u64) {
     let mut builder = TraceBuilder::new();
-    multitier::build(&events, &mut builder);
+    multitier::build(events, &mut builder);
     let trace = builder.finish();
     let messages = trace.messages.len() as u64;
-    let options = NestOptions::default();
-    let probe = nest(&trace, &options).unwrap();
+    let probe = nest(&trace, options).unwrap();
     eprintln!(
-        "trace: {} messages, {} call pairs, mean per-node parallelism {:.2}",
+        "{label}: {} messages, {} call pairs, mean per-node parallelism {:.2}",
         messages, probe.stats.call_pairs, probe.stats.mean_parallelism
     );
+    (trace, messages)
+}
+
+fn bench(c: &mut Criterion) {
+    let events = MultiTier::generate(7, REQUESTS, GAP_US);
+    let options = NestOptions::default();
+    let (trace, messages) = probed_trace("trace", &events, &options);
 
     let mut text_bytes = Vec::new();
     multitier::write_text(&events, &mut text_bytes).unwrap();
@@ -66,16 +73,8 @@ fn bench(c: &mut Criterion) {
 
 fn bench_dense(c: &mut Criterion) {
     let events = MultiTier::generate(7, DENSE_REQUESTS, DENSE_GAP_US);
-    let mut builder = TraceBuilder::new();
-    multitier::build(&events, &mut builder);
-    let trace = builder.finish();
-    let messages = trace.messages.len() as u64;
     let options = NestOptions::default();
-    let probe = nest(&trace, &options).unwrap();
-    eprintln!(
-        "dense trace: {} messages, {} call pairs, mean per-node parallelism {:.2}",
-        messages, probe.stats.call_pairs, probe.stats.mean_parallelism
-    );
+    let (trace, messages) = probed_trace("dense trace", &events, &options);
     let mut group = c.benchmark_group("nesting_dense");
     group
         .sample_size(10)

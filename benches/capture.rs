@@ -7,12 +7,14 @@
 //! under `target/bench-captures/`), then prints one line per measurement. Set
 //! `BLACKBOX_CAPTURE_MB` to change the size (default 1100).
 
+#[path = "../tests/support/generated.rs"]
+mod generated;
+
 mod support;
 
 use blackbox::capture::{read_capture, CaptureOptions};
+use generated::Generation;
 use maketrace::capture::{Container, Payload};
-use maketrace::{config, generate};
-use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -31,23 +33,17 @@ fn capture_of_at_least(megabytes: u64) -> PathBuf {
     if std::fs::metadata(&db).is_ok_and(|m| m.len() >= megabytes << 20) {
         return db;
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/configs/multitier.toml");
-    let mut model = config::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-    model.scale_parallel(8.0);
     // The database host's capture grows by about 1.8 MB per second at this load.
     let seconds = (megabytes as i64 * 61 / 100).max(10);
     eprintln!("generating {seconds} s of the multi-tier system as captures in {dir:?} ...");
-    let options = generate::Options {
-        start: 1_700_000_000_000_000_000,
-        stop: generate::Stop::Duration(seconds * 1_000_000_000),
+    let trace = Generation {
+        parallel: 8.0,
         network: Some((150_000, 30_000)),
         resolution: 1,
-    };
-    let trace = generate::generate(
-        &model,
-        &options,
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(5),
-    );
+        seed: 5,
+        ..Generation::seconds("multitier", seconds)
+    }
+    .lines();
     maketrace::capture::write(&trace, &dir, Payload::Http, Container::Pcap).unwrap();
     let size = std::fs::metadata(&db).unwrap().len();
     assert!(

@@ -5,40 +5,18 @@
 //!
 //! `cargo bench --bench convolve`
 
+#[path = "../tests/support/generated.rs"]
+mod generated;
+
 use blackbox::convolution::correlation::{Correlator, Signal};
 use blackbox::convolution::{convolve, ConvolveOptions};
-use blackbox::trace::{text, TraceBuilder};
 use criterion::{criterion_group, criterion_main, Criterion};
-use maketrace::{config, generate};
+use generated::Generation;
 use rand::{Rng, SeedableRng};
-use std::path::Path;
 use std::time::Duration;
 
-fn generated(config: &str, seconds: i64) -> blackbox::trace::Trace {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/configs")
-        .join(format!("{config}.toml"));
-    let model = config::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let options = generate::Options {
-        start: 1_700_000_000_000_000_000,
-        stop: generate::Stop::Duration(seconds * 1_000_000_000),
-        network: None,
-        resolution: 1_000,
-    };
-    let trace = generate::generate(
-        &model,
-        &options,
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(1),
-    );
-    let mut bytes = Vec::new();
-    maketrace::write_text(&trace, &mut bytes).unwrap();
-    let mut builder = TraceBuilder::new();
-    text::read(Path::new("bench"), &bytes[..], &mut builder).unwrap();
-    builder.finish()
-}
-
 fn bench(c: &mut Criterion) {
-    let trace = generated("multitier", 500);
+    let trace = Generation::seconds("multitier", 500).trace();
     let options = ConvolveOptions::default();
     let probe = convolve(&trace, &options).unwrap();
     eprintln!(
@@ -56,7 +34,7 @@ fn bench(c: &mut Criterion) {
     });
 
     // 10^8 quanta: 10,000 s of the free-form system at 0.1 ms, lags up to 1 s.
-    let long = generated("freeform", 10_000);
+    let long = Generation::seconds("freeform", 10_000).trace();
     let fine = ConvolveOptions {
         quantum: 100_000,
         max_delay: 1_000_000_000,

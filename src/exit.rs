@@ -1,7 +1,8 @@
 //! How the command-line tools end, the same way for all three: an error is printed once,
 //! prefixed with the tool's name; bad input or usage exits 2, anything else 1; and a
 //! reader that closes stdout early (`blackbox nest ... | head`) ends the run quietly
-//! with 0. Owns nothing else.
+//! with 0. Owns which of the library's errors are the user's input or usage, in one
+//! place ([`is_bad_input`]); nothing else.
 
 use std::error::Error;
 use std::io;
@@ -34,4 +35,25 @@ pub fn finish(
     } else {
         1
     })
+}
+
+/// A request that cannot be carried out as asked: flags that contradict each other or
+/// leave nothing to do (exit code 2, like bad input).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// Whether `cause`, one error of a chain, is about the user's input or usage: every
+/// error the library gives for a file, a flag or a value it was handed. Errors of the
+/// machine (a file that cannot be created, a full disk) are not.
+pub fn is_bad_input(cause: &(dyn Error + 'static)) -> bool {
+    cause.is::<Usage>()
+        || cause.is::<crate::trace::text::TraceError>()
+        || cause.is::<crate::capture::CaptureError>()
+        || cause.is::<crate::input::InputError>()
+        || cause.is::<crate::nesting::NestError>()
+        || cause.is::<crate::nesting::explain::ExplainError>()
+        || cause.is::<crate::convolution::ConvolveError>()
+        || cause.is::<crate::eval::paths::EvalError>()
+        || cause.is::<crate::eval::calls::TruthFileError>()
 }

@@ -63,9 +63,11 @@ pub fn mbox(data: &[u8]) {
 /// Reads `data` as a packet capture (of the host `fuzz`) and, if it is one, builds the
 /// trace and nests it; then reads it again as the capture of a second host that owns
 /// the other addresses, aligns the two (every segment is then seen "at both ends"),
-/// repairs causality and nests again. Panics only on a bug.
+/// repairs causality and nests again, as [`crate::input`] does for files. Panics only
+/// on a bug.
 pub fn capture(data: &[u8]) {
-    use crate::capture::{add_to_trace, read_capture, CaptureOptions};
+    use crate::capture::{read_capture, CaptureOptions};
+    use crate::input::{from_captures, InputOptions};
     let options = CaptureOptions {
         clock_stamps: true,
         ..CaptureOptions::default()
@@ -75,48 +77,42 @@ pub fn capture(data: &[u8]) {
         return;
     };
     assert!(capture.stats.tcp + capture.stats.udp <= capture.stats.packets);
-    let mut builder = TraceBuilder::new();
-    add_to_trace(
-        std::slice::from_ref(&capture),
-        &options,
-        crate::capture::same_clock,
-        &mut builder,
-    );
-    let trace = builder.finish();
-    let _ = nest(&trace, &NestOptions::default());
-
     let addresses: std::collections::BTreeSet<std::net::IpAddr> =
         capture.stamps.iter().flat_map(|r| [r.from, r.to]).collect();
+    let alone = from_captures(
+        vec![capture],
+        &InputOptions {
+            capture: options.clone(),
+            ..InputOptions::default()
+        },
+    );
+    let _ = nest(&alone.trace, &NestOptions::default());
+
     let Some(&first) = addresses.iter().next() else {
         return;
     };
-    let Ok(mut other) = read("other") else {
-        return;
-    };
-    let mut captures = [capture, {
-        other.local = addresses.iter().copied().filter(|&a| a != first).collect();
-        other
-    }];
-    captures[0].local = [first].into_iter().collect();
     for method in [
         crate::align::fit::Method::Hull,
         crate::align::fit::Method::Regression,
     ] {
-        let alignment = crate::align::align_with(&captures, method, true);
-        let mut builder = TraceBuilder::new();
-        add_to_trace(
-            &captures,
-            &options,
-            |host, t| alignment.to_reference(host, t),
-            &mut builder,
+        let (Ok(mut one), Ok(mut other)) = (read("fuzz"), read("other")) else {
+            return;
+        };
+        one.local = [first].into_iter().collect();
+        other.local = addresses.iter().copied().filter(|&a| a != first).collect();
+        let input = from_captures(
+            vec![one, other],
+            &InputOptions {
+                capture: options.clone(),
+                align: Some(method),
+                least_squares: true,
+                repair: Some(crate::align::repair::RepairOptions::default()),
+                progress: false,
+            },
         );
-        let mut trace = builder.finish();
-        let report = crate::align::repair::repair(
-            &mut trace,
-            &crate::align::repair::RepairOptions::default(),
-        );
+        let report = &input.repair.as_ref().expect("repair was asked for").report;
         assert_eq!(report.violations_after, 0, "{report:?}");
-        let _ = nest(&trace, &NestOptions::default());
+        let _ = nest(&input.trace, &NestOptions::default());
     }
 }
 

@@ -15,8 +15,9 @@ pub mod capture;
 pub mod convolution;
 pub mod eval;
 pub mod exit;
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod input;
 pub mod nesting;
 pub mod progress;
 pub mod report;

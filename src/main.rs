@@ -6,13 +6,5 @@ mod cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    blackbox::exit::finish("blackbox", cli::run(), |cause| {
-        cause.is::<blackbox::trace::text::TraceError>()
-            || cause.is::<blackbox::nesting::NestError>()
-            || cause.is::<blackbox::convolution::ConvolveError>()
-            || cause.is::<blackbox::eval::paths::EvalError>()
-            || cause.is::<blackbox::eval::calls::TruthFileError>()
-            || cause.is::<blackbox::capture::CaptureError>()
-            || cause.is::<cli::Usage>()
-    })
+    blackbox::exit::finish("blackbox", cli::run(), blackbox::exit::is_bad_input)
 }

@@ -1,33 +1,19 @@
 //! Clock alignment of per-host captures against known skews: accuracy floors per
-//! scenario (the study in benches/alignment.rs measures the same at a larger scale), the
+//! scenario (the study in examples/alignment.rs measures the same at a larger scale), the
 //! `align` command, skewed captures restored, and nesting on skewed captures equal to
 //! nesting on the true ones.
 
-#[path = "../benches/support/clocks.rs"]
+#[path = "support/clocks.rs"]
 mod clocks;
 
-use assert_cmd::Command;
+mod support;
+
 use blackbox::align::fit::Method;
 use clocks::{quantile, run, scenarios, write_captures, Scenario};
 use std::path::Path;
-
-fn blackbox() -> Command {
-    let mut cmd = Command::cargo_bin("blackbox").expect("built");
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
+use support::{blackbox, stdout_of};
 
 /// Runs a command that must succeed; its stdout.
-fn stdout_of(cmd: &mut Command) -> Vec<u8> {
-    let output = cmd.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
 /// Hull and regression errors (ns) over two seeds, and the hull bounds' hold.
 fn figures(scenario: &Scenario, dir: &Path) -> (Vec<f64>, Vec<f64>, (u64, u64)) {
     let (mut hull, mut regression, mut contained) = (Vec::new(), Vec::new(), (0, 0));
@@ -108,8 +94,7 @@ fn nesting_on_captures_skewed_by_seconds_and_100_ppm_equals_nesting_on_true_ones
                 .arg(&assignments)
                 .args(files),
         );
-        let patterns = String::from_utf8(stdout)
-            .unwrap()
+        let patterns = stdout
             .lines()
             .skip(1)
             .map(|l| {
@@ -150,7 +135,7 @@ fn align_writes_captures_in_the_reference_clock_and_json_for_scripts() {
             .arg(&aligned)
             .args(&skewed),
     );
-    let json: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let reference = json["reference"].as_str().unwrap().to_string();
     let hosts = json["hosts"].as_array().unwrap();
     assert_eq!(hosts.len(), 4);
@@ -192,12 +177,11 @@ fn align_writes_captures_in_the_reference_clock_and_json_for_scripts() {
     }
     // The table names the reference and every host; the fan-out from h0 makes loops,
     // which --least-squares solves over.
-    let table = String::from_utf8(stdout_of(blackbox().arg("align").args(&skewed))).unwrap();
+    let table = stdout_of(blackbox().arg("align").args(&skewed));
     assert!(table.contains(&format!("reference {reference}")), "{table}");
     assert!(table.contains("accurate"), "{table}");
     assert!(table.contains("loop "), "{table}");
     let combined = stdout_of(blackbox().args(["align", "--least-squares"]).args(&skewed));
-    let combined = String::from_utf8(combined).unwrap();
     assert!(
         combined.contains("--least-squares: corrections solved"),
         "{combined}"

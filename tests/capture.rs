@@ -2,19 +2,14 @@
 //! and as one capture per host, and `blackbox` must infer the same from either; damaged
 //! and cut-short captures still give what they hold, with the damage named.
 
-use assert_cmd::Command;
+mod support;
+
 use maketrace::capture::{Container, Payload};
-use maketrace::{config, generate};
 use predicates::prelude::*;
-use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-fn blackbox() -> Command {
-    let mut cmd = Command::cargo_bin("blackbox").expect("built");
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
+use support::generated::Generation;
+use support::{blackbox, stdout_of};
 
 /// Generates `seconds` of a config with a network delay, and writes it as a text trace
 /// (`trace.txt`) and as captures (`hosts/`) in `dir`.
@@ -25,21 +20,13 @@ fn generate_both(
     payload: Payload,
     container: Container,
 ) -> (PathBuf, Vec<PathBuf>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces/configs")
-        .join(format!("{config_name}.toml"));
-    let model = config::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let options = generate::Options {
-        start: 1_700_000_000_000_000_000,
-        stop: generate::Stop::Duration(seconds * 1_000_000_000),
+    let trace = Generation {
         network: Some((150_000, 30_000)),
         resolution: 1,
-    };
-    let trace = generate::generate(
-        &model,
-        &options,
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(7),
-    );
+        seed: 7,
+        ..Generation::seconds(config_name, seconds)
+    }
+    .lines();
     let text = dir.join("trace.txt");
     let mut bytes = Vec::new();
     maketrace::write_text(&trace, &mut bytes).unwrap();
@@ -47,16 +34,6 @@ fn generate_both(
     let written =
         maketrace::capture::write(&trace, &dir.join("hosts"), payload, container).unwrap();
     (text, written.files)
-}
-
-fn stdout_of(cmd: &mut Command) -> String {
-    let output = cmd.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
 }
 
 /// The assignments with call ids replaced by what they name (sender, receiver, time),

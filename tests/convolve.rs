@@ -1,21 +1,14 @@
 //! End-to-end tests of `blackbox convolve`, on traces maketrace makes in-process.
 
-use assert_cmd::Command;
 use blackbox::convolution::{convolve, ConvolveOptions};
 use blackbox::trace::Trace;
 use predicates::prelude::*;
-use support::generated;
+use support::blackbox;
+use support::generated::generated;
 
-#[path = "support/generated.rs"]
 mod support;
 
 const QUANTUM: i64 = 10_000_000;
-
-fn blackbox() -> Command {
-    let mut cmd = Command::cargo_bin("blackbox").expect("built");
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
 
 /// (signature, delays of each hop after the first, ms) of every path found.
 fn paths(trace: &Trace) -> Vec<(String, Vec<f64>, u64)> {

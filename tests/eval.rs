@@ -1,13 +1,9 @@
 //! End-to-end tests of `blackbox eval`.
 
-use assert_cmd::Command;
-use predicates::prelude::*;
+mod support;
 
-fn blackbox() -> Command {
-    let mut cmd = Command::cargo_bin("blackbox").expect("the binary is built");
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
+use predicates::prelude::*;
+use support::{blackbox, golden};
 
 /// Sequential requests: the algorithm cannot go wrong, so eval must report no error.
 const SEQUENTIAL: &str = "1 CALL A B 1 r1\n3 CALL B C 2 r1\n5 RET C B 2 r1\n7 CALL B D 3 r1\n9 RET D B 3 r1\n11 RET B A 1 r1\n\
@@ -145,16 +141,7 @@ fn eval_of_the_sample_matches_golden() {
         .get_output()
         .stdout
         .clone();
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/multitier-sample.eval");
-    let out = String::from_utf8(out).unwrap();
-    if std::env::var_os("BLACKBOX_BLESS").is_some() {
-        std::fs::write(&path, &out).unwrap();
-    }
-    assert_eq!(
-        out,
-        std::fs::read_to_string(&path).expect("golden file; run with BLACKBOX_BLESS=1")
-    );
+    golden("multitier-sample.eval", &String::from_utf8(out).unwrap());
 }
 
 #[test]

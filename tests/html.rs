@@ -3,13 +3,11 @@
 //! or an error, sorting by a column works, and a screenshot is saved. Chromium is
 //! installed by `tests/browser/install-chromium` when it is missing.
 
-use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-#[path = "support/shop.rs"]
-mod shop;
-use shop::shop_captures;
+mod support;
+use support::{blackbox, shop_captures};
 
 /// The rows of the page's (first) table.
 fn tbody(html: &str) -> &str {
@@ -17,12 +15,6 @@ fn tbody(html: &str) -> &str {
         .nth(1)
         .and_then(|rest| rest.split("</tbody>").next())
         .expect("the page has a table body")
-}
-
-fn blackbox() -> Command {
-    let mut command = Command::cargo_bin("blackbox").expect("the binary is built");
-    command.current_dir(env!("CARGO_MANIFEST_DIR"));
-    command
 }
 
 /// Runs `blackbox COMMAND ARGS --html DIR/report.html` and returns the page's path.

@@ -2,63 +2,27 @@
 //! paper's worked examples, and every kind of bad input. Golden files live in
 //! `tests/data/`; `BLACKBOX_BLESS=1 cargo test` rewrites them from the current output.
 
-use assert_cmd::Command;
+mod support;
+
 use predicates::prelude::*;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
+use support::{blackbox, blackbox_stdout, data, golden};
 
 const SAMPLE: &str = "tests/data/multitier-sample.trace";
-
-fn blackbox() -> Command {
-    Command::cargo_bin("blackbox").expect("the binary is built")
-}
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-}
-
-fn stdout_of(args: &[&str]) -> String {
-    let out = blackbox()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    String::from_utf8(out).expect("UTF-8 output")
-}
-
-/// Compares with a golden file, or rewrites it when BLACKBOX_BLESS is set.
-fn golden(name: &str, actual: &str) {
-    let path = data(name);
-    if std::env::var_os("BLACKBOX_BLESS").is_some() {
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "missing golden file {}; run with BLACKBOX_BLESS=1",
-            path.display()
-        )
-    });
-    assert_eq!(actual, expected, "output differs from {}", path.display());
-}
 
 #[test]
 fn table_of_the_sample_matches_golden() {
     golden(
         "multitier-sample.table",
-        &stdout_of(&["nest", "--quiet", SAMPLE]),
+        &blackbox_stdout(&["nest", "--quiet", SAMPLE]),
     );
 }
 
 #[test]
 fn figure_2_prints_a_calls_b_calls_c_and_d() {
-    let out = stdout_of(&["nest", "-q", data("figure2.trace").to_str().unwrap()]);
+    let out = blackbox_stdout(&["nest", "-q", data("figure2.trace").to_str().unwrap()]);
     assert_eq!(
         out,
         "rank  count  total latency  mean latency  pattern\n   1      1        10.00 s       10.00 s  A->B(C,D)\n"
@@ -91,7 +55,7 @@ fn figure_5_json_shows_the_medium_delays() {
 
 #[test]
 fn top_limits_rows_and_says_how_many_are_hidden() {
-    let out = stdout_of(&["nest", "-q", "--top", "3", SAMPLE]);
+    let out = blackbox_stdout(&["nest", "-q", "--top", "3", SAMPLE]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 5, "{out}");
     assert!(lines[1].trim_start().starts_with("1 "));
@@ -100,7 +64,7 @@ fn top_limits_rows_and_says_how_many_are_hidden() {
 
 #[test]
 fn min_count_hides_rare_patterns() {
-    let out = stdout_of(&["nest", "-q", "--min-count", "30", SAMPLE]);
+    let out = blackbox_stdout(&["nest", "-q", "--min-count", "30", SAMPLE]);
     let counts: Vec<u64> = out
         .lines()
         .skip(1)
@@ -319,17 +283,17 @@ fn dot_of_figure_2_labels_nodes_with_latency_and_edges_with_delay() {
 
 #[test]
 fn algorithm_flags_are_accepted_and_change_the_result() {
-    let base = stdout_of(&["nest", "-q", SAMPLE]);
-    let no_overlap = stdout_of(&["nest", "-q", "--overlap-penalty", "0", SAMPLE]);
+    let base = blackbox_stdout(&["nest", "-q", SAMPLE]);
+    let no_overlap = blackbox_stdout(&["nest", "-q", "--overlap-penalty", "0", SAMPLE]);
     assert_ne!(
         base, no_overlap,
         "the overlap penalty should matter on an overlapping trace"
     );
-    let same = stdout_of(&["nest", "-q", "--same-penalty", "3", SAMPLE]);
+    let same = blackbox_stdout(&["nest", "-q", "--same-penalty", "3", SAMPLE]);
     assert_ne!(base, same);
-    let generic = stdout_of(&["nest", "-q", "--generic-penalty", "3", SAMPLE]);
+    let generic = blackbox_stdout(&["nest", "-q", "--generic-penalty", "3", SAMPLE]);
     assert_ne!(base, generic);
-    let coarse = stdout_of(&[
+    let coarse = blackbox_stdout(&[
         "nest",
         "-q",
         "--bin-base",
@@ -342,7 +306,7 @@ fn algorithm_flags_are_accepted_and_change_the_result() {
     ]);
     assert_ne!(base, coarse);
     // Skew window and smoothing run; on a skew-free trace they must not lose instances.
-    let skew = stdout_of(&[
+    let skew = blackbox_stdout(&[
         "nest",
         "-q",
         "--skew-window",
@@ -431,7 +395,10 @@ fn file_order_does_not_change_the_result() {
     let forward = run(&a, &b, &dir.path().join("1.tsv"));
     let backward = run(&b, &a, &dir.path().join("2.tsv"));
     assert_eq!(forward, backward);
-    assert_eq!(forward.0, stdout_of(&["nest", "-q", SAMPLE]).into_bytes());
+    assert_eq!(
+        forward.0,
+        blackbox_stdout(&["nest", "-q", SAMPLE]).into_bytes()
+    );
 }
 
 /// 100 requests into `app`, each calling `db` inside it, except the last, whose `db`
@@ -596,7 +563,7 @@ fn bad_option_values_are_refused() {
 
 #[test]
 fn help_explains_every_flag() {
-    let help = stdout_of(&["nest", "--help"]);
+    let help = blackbox_stdout(&["nest", "--help"]);
     for flag in [
         "--top",
         "--sort",
@@ -645,7 +612,7 @@ fn a_very_deep_call_chain_is_refused_by_json_without_crashing() {
         .stderr(predicate::str::contains(
             "pattern 1 is 5000 calls deep; JSON output nests at most 1000",
         ));
-    let table = stdout_of(&[
+    let table = blackbox_stdout(&[
         "nest",
         "-q",
         "--dot",
@@ -688,7 +655,7 @@ fn closing_stdout_early_exits_quietly() {
 #[test]
 fn explain_of_figure_5_shows_the_overlap_penalty_that_decided() {
     let fig5 = data("figure5.trace");
-    let out = stdout_of(&["nest", "--quiet", fig5.to_str().unwrap(), "--explain", "c2"]);
+    let out = blackbox_stdout(&["nest", "--quiet", fig5.to_str().unwrap(), "--explain", "c2"]);
     golden("figure5-explain-c2.txt", &out);
     assert!(out.contains("Chosen: A → B (id p2)"), "{out}");
 }
@@ -699,7 +666,7 @@ fn explain_of_figure_5_shows_the_overlap_penalty_that_decided() {
 fn explain_agrees_with_the_assignments_call_by_call() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("assignments.tsv");
-    stdout_of(&[
+    blackbox_stdout(&[
         "nest",
         "-q",
         SAMPLE,
@@ -716,7 +683,7 @@ fn explain_agrees_with_the_assignments_call_by_call() {
     let mut roots = 0;
     for row in rows.iter().step_by(rows.len() / 25) {
         let query = format!("{} {} {}", row[0], row[1], row[3]);
-        let out = stdout_of(&["nest", "-q", SAMPLE, "--explain", &query]);
+        let out = blackbox_stdout(&["nest", "-q", SAMPLE, "--explain", &query]);
         let expected = if row[4] == "-" {
             roots += 1;
             "it starts a path (a root)".to_owned()
@@ -741,7 +708,8 @@ fn explain_refuses_unknown_calls_and_malformed_queries() {
     blackbox()
         .args(["nest", "-q", fig5, "--explain", "nope"])
         .assert()
-        .code(1)
+        // Bad input of any kind exits 2, an unknown call as much as a malformed query.
+        .code(2)
         .stderr(predicate::str::contains("no call with id \"nope\""));
     blackbox()
         .args(["nest", "-q", fig5, "--explain", "A B"])

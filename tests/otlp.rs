@@ -2,15 +2,13 @@
 //! encoded to protobuf and decoded again, and every span's parent link is checked
 //! against the assignments of the same run.
 
-use assert_cmd::Command;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, KeyValue};
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 
-#[path = "support/shop.rs"]
-mod shop;
-use shop::shop_captures;
+mod support;
+use support::{blackbox, shop_captures};
 
 fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
     attributes.iter().find(|kv| kv.key == key).and_then(|kv| {
@@ -29,9 +27,7 @@ type CallKey = (String, String, String);
 fn exported_parents_match_assignments(inputs: &[&str]) -> (usize, usize) {
     let dir = tempfile::tempdir().unwrap();
     let (otlp, assignments) = (dir.path().join("otlp.json"), dir.path().join("a.tsv"));
-    Command::cargo_bin("blackbox")
-        .unwrap()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+    blackbox()
         .args(["nest", "-q", "--top", "1"])
         .args(inputs)
         .arg("--otlp")

@@ -3,13 +3,12 @@
 //! worse than the paper's on every seed, not only on the seed the accuracy study
 //! tabulates.
 
-#[path = "support/generated.rs"]
 mod support;
 
 use blackbox::eval::paths;
 use blackbox::nesting::{nest, nest_from, Algorithm, NestOptions};
 use blackbox::trace::Trace;
-use support::generated;
+use support::generated::generated;
 
 /// The algorithm's (share of instances exactly right, share of instances in patterns
 /// that do not exist).

@@ -1,7 +1,9 @@
 //! Progress bars: drawn on a terminal while captures are read, never in piped or
 //! redirected output, never with --quiet.
 
-use assert_cmd::Command;
+mod support;
+
+use support::blackbox;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_blackbox");
 
@@ -34,9 +36,7 @@ fn a_terminal_sees_the_reading_bar_with_throughput_and_time_left() {
 
 #[test]
 fn redirected_stderr_never_holds_a_bar() {
-    let output = Command::cargo_bin("blackbox")
-        .unwrap()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+    let output = blackbox()
         .args(["nest", "traces/multitier.trace"])
         .arg("traces/shop/web.pcap")
         .arg("traces/shop/app.pcap")

@@ -1,14 +1,10 @@
 //! `--svg DIR`: the dot graphs of nest and convolve drawn as SVG by Graphviz's `dot`, or,
 //! without Graphviz, the dot files and a note saying how to install it.
 
-use assert_cmd::Command;
-use std::path::Path;
+mod support;
 
-fn blackbox() -> Command {
-    let mut cmd = Command::cargo_bin("blackbox").expect("built");
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
+use std::path::Path;
+use support::blackbox;
 
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -15,7 +15,7 @@ use crate::trace::Nanos;
 use serde::Serialize;
 
 /// How a pair is fitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Method {
     /// The offline-trace-sync paper's method: offsets of exchanges, the 10% with the

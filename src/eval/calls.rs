@@ -4,8 +4,8 @@
 //! the fraction of requests whose whole call tree is right.
 
 use crate::nesting::call_pairs::CallPair;
-use crate::nesting::parents::NO_PARENT;
 use crate::nesting::Nesting;
+use crate::nesting::NO_PARENT;
 use crate::trace::Trace;
 use hashbrown::{HashMap, HashSet};
 use serde::Serialize;

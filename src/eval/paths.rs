@@ -6,9 +6,9 @@
 //! restricted to its own path instance, as in the paper: with path ids, nesting is
 //! unambiguous.
 
-use crate::nesting::parents::NO_PARENT;
-use crate::nesting::patterns::{Pattern, Summary};
+use crate::nesting::NO_PARENT;
 use crate::nesting::{nest, NestError, NestOptions, Nesting};
+use crate::nesting::{Pattern, Summary};
 use crate::trace::Trace;
 use hashbrown::HashMap;
 use serde::Serialize;
@@ -195,7 +195,7 @@ fn count_instances(inferred: &Nesting, truth: &Nesting) -> Counts {
 /// when every one of its calls has its true parent and it holds every call of its true
 /// instance.
 fn exact_instances(inferred: &Nesting, truth: &Nesting) -> (u64, u64) {
-    let root_of = crate::nesting::parents::roots;
+    let root_of = crate::nesting::roots;
     let (inferred_root, true_root) = (root_of(&inferred.parent), root_of(&truth.parent));
     let n = truth.parent.len();
     let mut true_size = vec![0u32; n];

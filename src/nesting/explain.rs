@@ -5,9 +5,9 @@
 //! wording belongs to [`crate::report::explanation`].
 
 use super::call_pairs::CallPair;
-use super::parents::{self, CandidateScore, NO_PARENT};
+use super::parents::{CandidateScore, NO_PARENT};
 use super::scoreboard::Bins;
-use super::{joint, prepare_node, Algorithm, NestOptions, Nesting};
+use super::{nest_node, Algorithm, DecisionRecord, NestOptions, Nesting, WholeTrace};
 use crate::trace::time::{self, TimeError};
 use crate::trace::{Nanos, NodeId, Trace};
 
@@ -159,7 +159,8 @@ pub struct Explanation {
     pub parent: u32,
 }
 
-/// Replays the parent choice of `call` (an index into `nesting.pairs`) at its sender.
+/// Replays the parent choice of `call` (an index into `nesting.pairs`) at its sender,
+/// through the same per-node steps as [`super::nest`], with that decision recorded.
 /// Costs one pass over the pairs plus one node's share of the nesting.
 pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u32) -> Explanation {
     let pairs: &[CallPair] = &nesting.pairs;
@@ -170,67 +171,42 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
     let mut outgoing: Vec<u32> = (0..pairs.len() as u32)
         .filter(|&i| pairs[i as usize].caller == node)
         .collect();
-    let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
-    let board = prepare_node(trace, pairs, &mut incoming, &mut outgoing, bins, options);
-    let order = outgoing
-        .iter()
-        .position(|&i| i == call)
-        .expect("a call leaves its own caller");
-    let mut scores = Vec::new();
-    let (choice, _) = parents::choose_parents(
+    let whole = WholeTrace {
+        trace,
         pairs,
-        &incoming,
-        &outgoing,
-        &board.candidates,
-        &board.scoreboard,
-        options.penalties,
-        Some((order, &mut scores)),
+        bins: Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling),
+        tick: super::call_pairs::tick(pairs),
+        options,
+        start: None,
+    };
+    let mut record = DecisionRecord {
+        call,
+        ..DecisionRecord::default()
+    };
+    let lost = super::lost_shares(trace, pairs)[node.0 as usize];
+    nest_node(
+        &whole,
+        &mut incoming,
+        &mut outgoing,
+        lost,
+        Some(&mut record),
     );
+    let incoming = &record.incoming;
     let global = |local: u32| match local {
         NO_PARENT => NO_PARENT,
         local => incoming[local as usize],
     };
-    let greedy = global(choice[order]);
-    let tick = super::call_pairs::tick(pairs);
-    let widened =
-        super::widen_for_async(pairs, &incoming, &outgoing, options, (bins, tick), choice);
-    let (wider, choice) = match widened {
-        Ok((wider, choice)) => (Some(wider), choice),
-        Err(choice) => (None, choice),
-    };
-    let candidate_rows = wider.as_ref().unwrap_or(&board.candidates);
-    let (chosen, losses) = match options.algorithm {
-        Algorithm::Paper => (global(choice[order]), Vec::new()),
-        Algorithm::Joint => {
-            let joint = joint::choose_jointly(
-                pairs,
-                &incoming,
-                &outgoing,
-                candidate_rows,
-                joint::TimeScale {
-                    bins,
-                    tick,
-                    skew_window: options.skew_window,
-                    lost: super::lost_shares(trace, pairs)[node.0 as usize],
-                    async_children: options.async_window > 0,
-                },
-                joint::Start::Greedy(choice),
-                Some(order),
-            );
-            (global(joint.parents[order]), joint.explained)
-        }
-    };
     let child = &pairs[call as usize];
     // The paper's candidates with their scores, then the ones answered before the call
     // returned that only an asynchronous window admits, which the paper never scored.
-    let mut candidates: Vec<Candidate> = scores
+    let mut candidates: Vec<Candidate> = std::mem::take(&mut record.scores)
         .into_iter()
         .map(|score| (score.local, Some(score)))
         .chain(
-            candidate_rows
-                .of(order)
+            record
+                .search_row
                 .iter()
-                .filter(|&&local| !board.candidates.of(order).contains(&local))
+                .filter(|&&local| !record.paper_row.contains(&local))
                 .map(|&local| (local, None)),
         )
         .map(|(local, score)| {
@@ -244,7 +220,8 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
                     options.skew_window,
                 ),
                 score,
-                joint_loss: losses
+                joint_loss: record
+                    .joint_losses
                     .iter()
                     .find(|&&(at, _)| at == local)
                     .map(|&(_, loss)| loss),
@@ -265,11 +242,11 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
     Explanation {
         call,
         node,
-        decisions: outgoing.len(),
-        order,
+        decisions: record.decisions,
+        order: record.order,
         candidates,
-        greedy,
-        chosen,
+        greedy: global(record.greedy),
+        chosen: global(record.chosen),
         parent: nesting.parent[call as usize],
     }
 }

@@ -17,13 +17,13 @@ pub mod scoreboard;
 
 use crate::trace::{call_id_order, Kind, Nanos, Trace};
 use call_pairs::{CallPair, PairingStats};
-use parents::{Penalties, NO_PARENT};
-use patterns::Pattern;
+pub use parents::{roots, CandidateScore, Penalties, NO_PARENT};
+pub use patterns::{Pattern, Summary};
 use rayon::prelude::*;
 use scoreboard::{Bins, Scoreboard};
 
 /// Which parent choice runs after the paper's candidates and scoreboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
     /// The paper's greedy choice with fixed penalties (§5.1.1.3), kept reproducible.
@@ -60,6 +60,9 @@ pub struct NestOptions {
     /// Evaluation only: a call's candidate parents must carry its truth tag, so the
     /// result is the ground truth of a trace written with path-instance ids.
     pub same_truth_only: bool,
+    /// How the joint search weighs a child it looks at again: only what changed (the
+    /// default), or everything, which gives the same choices more slowly (a check).
+    pub reweighing: joint::Reweighing,
 }
 
 impl Default for NestOptions {
@@ -74,6 +77,7 @@ impl Default for NestOptions {
             smoothing: 0.0,
             penalties: Penalties::default(),
             same_truth_only: false,
+            reweighing: joint::Reweighing::default(),
         }
     }
 }
@@ -231,7 +235,7 @@ fn nest_starting(
         .par_iter_mut()
         .zip(outgoing.par_iter_mut())
         .zip(lost.par_iter())
-        .map(|((incoming, outgoing), &lost)| nest_node(&whole, incoming, outgoing, lost))
+        .map(|((incoming, outgoing), &lost)| nest_node(&whole, incoming, outgoing, lost, None))
         .collect();
     drop((incoming, outgoing));
 
@@ -369,13 +373,43 @@ struct WholeTrace<'a> {
     start: Option<&'a [u32]>,
 }
 
-/// Steps 2 and 3 for one node B: candidates, B's scoreboard, parent choice. `lost` is
-/// the share of calls into B that the trace lost.
+/// What `--explain` records of one child's decision while its node's parents are
+/// chosen: the same steps as every other node's, with the scores of that one decision
+/// kept. Indexes are into the node's `incoming` (sorted as the choice saw it) unless
+/// said otherwise.
+#[derive(Debug, Default)]
+pub(crate) struct DecisionRecord {
+    /// The child to record, as an index into the pairs.
+    pub call: u32,
+    /// The node's calls in, as indexes into the pairs, in the order the choice used.
+    pub incoming: Vec<u32>,
+    /// Children of the node, and this one's place among them in call-time order.
+    pub decisions: usize,
+    pub order: usize,
+    /// The paper's scores of each of its candidates.
+    pub scores: Vec<parents::CandidateScore>,
+    /// Its candidates for the paper's step, and for the joint search (wider with an
+    /// asynchronous window).
+    pub paper_row: Vec<u32>,
+    pub search_row: Vec<u32>,
+    /// The greedy step's parent, and the algorithm's before unsure asynchronous links
+    /// are dropped (or [`NO_PARENT`]).
+    pub greedy: u32,
+    pub chosen: u32,
+    /// With the joint choice: per candidate, the log-likelihood lost by taking it.
+    pub joint_losses: Vec<(u32, f64)>,
+}
+
+/// Steps 2 and 3 for one node B: candidates, B's scoreboard, the greedy choice, with
+/// an asynchronous window the wider candidates, the joint choice, and dropping
+/// asynchronous links it is unsure of. `lost` is the share of calls into B that the
+/// trace lost. With `record`, that child's decision is kept for `--explain`.
 fn nest_node(
     whole: &WholeTrace,
     incoming: &mut [u32],
     outgoing: &mut [u32],
     lost: f64,
+    record: Option<&mut DecisionRecord>,
 ) -> NodeOutcome {
     let WholeTrace {
         trace,
@@ -386,6 +420,13 @@ fn nest_node(
         start,
     } = *whole;
     let board = prepare_node(trace, pairs, incoming, outgoing, bins, options);
+    let order = record.as_deref().map(|record| {
+        outgoing
+            .iter()
+            .position(|&i| i == record.call)
+            .expect("a call leaves its own caller")
+    });
+    let mut scores = Vec::new();
     let (choice, confidence) = parents::choose_parents(
         pairs,
         incoming,
@@ -393,13 +434,15 @@ fn nest_node(
         &board.candidates,
         &board.scoreboard,
         options.penalties,
-        None,
+        order.map(|order| (order, &mut scores)),
     );
+    let greedy = order.map(|order| choice[order]);
     let widened = widen_for_async(pairs, incoming, outgoing, options, (bins, tick), choice);
     let (candidates, choice) = match widened {
         Ok((wider, choice)) => (std::borrow::Cow::Owned(wider), choice),
         Err(choice) => (std::borrow::Cow::Borrowed(&board.candidates), choice),
     };
+    let mut joint_losses = Vec::new();
     let (mut choice, confidence) = match options.algorithm {
         Algorithm::Paper => (choice, confidence),
         Algorithm::Joint => {
@@ -410,12 +453,13 @@ fn nest_node(
                 incoming,
                 outgoing,
                 &candidates,
-                joint::TimeScale {
+                joint::NodeSettings {
                     bins,
                     tick,
                     skew_window: options.skew_window,
                     lost,
                     async_children: options.async_window > 0,
+                    reweighing: options.reweighing,
                 },
                 match start {
                     None => joint::Start::Greedy(choice),
@@ -423,11 +467,26 @@ fn nest_node(
                         joint::Start::Given(local_start(start, incoming, outgoing, &candidates))
                     }
                 },
-                None,
+                order,
             );
+            joint_losses = joint.explained;
             (joint.parents, joint.confidence)
         }
     };
+    if let (Some(record), Some(order), Some(greedy)) = (record, order, greedy) {
+        *record = DecisionRecord {
+            call: record.call,
+            incoming: incoming.to_vec(),
+            decisions: outgoing.len(),
+            order,
+            scores: std::mem::take(&mut scores),
+            paper_row: board.candidates.of(order).to_vec(),
+            search_row: candidates.of(order).to_vec(),
+            greedy,
+            chosen: choice[order],
+            joint_losses: std::mem::take(&mut joint_losses),
+        };
+    }
     let (async_children, unsure) = if options.async_window > 0 && !options.same_truth_only {
         drop_unsure_async(
             pairs,
@@ -534,16 +593,9 @@ pub(crate) fn widen_for_async(
 }
 
 /// How sure the joint choice must be of a parent that answered before its child
-/// returned for the link to stand: the chosen parent must be this much likelier than the
-/// next candidate (0.99: by odds of 100 to 1). Where many calls answer within the
-/// spread of a service's delay before calling on, timing cannot say which one caused
-/// the call, and a wrong asynchronous parent spoils two requests, the one it joins and
-/// the one it leaves; a user reads a link as a finding. Write-back study, instances
-/// exactly right at ×0.5/×1/×2/×4 parallelism: 89.7/81.0/73.1/65.7% at 0.99, against
-/// 65.8/64.1/62.0/57.3% with no window. (Measured when the window admitted only calls
-/// answered before the child left: keeping every choice 92.5/85.0/75.0/63.2%, at 0.9
-/// 91.4/83.4/75.2/66.6%, at 0.99 89.7/81.0/73.2/65.7%; of the links kept at ×4, 55%
-/// were right at 0.9 and 62% at 0.99.)
+/// returned for the link to stand (odds of 100 to 1 over the next candidate): a wrong
+/// asynchronous parent spoils two requests, and a user reads a link as a finding
+/// (docs/tuning.md).
 pub const ASYNC_CONFIDENCE: f32 = 0.99;
 
 /// Leaves as roots the children whose chosen parent answered before they returned,

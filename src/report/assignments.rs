@@ -5,7 +5,7 @@
 //! format, with or without the eighth column, can score the inference call by call.
 
 use super::{NestReport, Render};
-use crate::nesting::parents::NO_PARENT;
+use crate::nesting::NO_PARENT;
 use crate::trace::time::push_seconds;
 use std::fmt::Write as _;
 use std::io::{self, Write};

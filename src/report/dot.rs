@@ -3,7 +3,7 @@
 //! latency (children included), each further edge the mean call delay.
 
 use super::{NestReport, Render};
-use crate::nesting::patterns::{Pattern, Summary};
+use crate::nesting::{Pattern, Summary};
 use crate::trace::time::human_duration;
 use graphviz_rust::dot_structures::{
     Attribute, Edge, EdgeTy, Graph, Id, Node, NodeId, Stmt, Vertex,

@@ -3,8 +3,8 @@
 //! [`crate::nesting::explain`].
 
 use crate::nesting::explain::Explanation;
-use crate::nesting::parents::{Penalties, NO_PARENT};
 use crate::nesting::{Nesting, ASYNC_CONFIDENCE};
+use crate::nesting::{Penalties, NO_PARENT};
 use crate::trace::time::{format_seconds, human_duration};
 use crate::trace::Trace;
 use std::io::{self, Write};

@@ -3,7 +3,7 @@
 //! call-delay distributions in seconds.
 
 use super::{seconds, NestReport, Render};
-use crate::nesting::patterns::{Pattern, Summary};
+use crate::nesting::{Pattern, Summary};
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -28,7 +28,7 @@ struct OptionsOut {
     bin_floor_s: f64,
     bin_ceiling_s: f64,
     smoothing_bins: f64,
-    penalties: crate::nesting::parents::Penalties,
+    penalties: crate::nesting::Penalties,
 }
 
 impl From<&crate::nesting::NestOptions> for OptionsOut {
@@ -49,6 +49,9 @@ impl From<&crate::nesting::NestOptions> for OptionsOut {
 struct Input<'a> {
     #[serde(flatten)]
     read: &'a crate::trace::InputStats,
+    /// What the packet captures among the inputs gave, summed over files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capture: Option<&'a crate::capture::stats::FileStats>,
     #[serde(flatten)]
     nesting: &'a crate::nesting::NestStats,
 }
@@ -150,6 +153,7 @@ impl Render for Json {
             algorithm: "nesting",
             input: Input {
                 read: &report.trace.stats,
+                capture: report.capture,
                 nesting: &report.nesting.stats,
             },
             options: report.options.into(),

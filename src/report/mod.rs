@@ -9,6 +9,7 @@ pub mod dot;
 pub mod evaluation;
 pub mod explanation;
 pub mod html;
+pub mod input;
 pub mod json;
 pub mod otlp;
 pub mod paths;
@@ -22,7 +23,7 @@ use std::cmp::Ordering;
 use std::io::{self, Write};
 
 /// What orders the patterns, always descending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SortKey {
     /// Number of path instances (the paper's order).
@@ -67,6 +68,8 @@ pub struct NestReport<'a> {
     pub ranking: Ranking,
     /// Indexes into `nesting.patterns`, best first, after `top` and `min_count`.
     pub ranked: Vec<usize>,
+    /// What the packet captures among the inputs gave, summed, if any were read.
+    pub capture: Option<&'a crate::capture::stats::FileStats>,
 }
 
 impl<'a> NestReport<'a> {
@@ -105,7 +108,17 @@ impl<'a> NestReport<'a> {
             options,
             ranking,
             ranked,
+            capture: None,
         }
+    }
+
+    /// The report with the captures' summed counts, for the input block.
+    pub fn with_capture_totals(
+        mut self,
+        capture: Option<&'a crate::capture::stats::FileStats>,
+    ) -> Self {
+        self.capture = capture;
+        self
     }
 
     /// Patterns hidden by `top` or `min_count`.

@@ -8,7 +8,7 @@
 //! same input gives the same file. Every call is exported, whatever `--top` shows.
 
 use super::{NestReport, Render};
-use crate::nesting::parents::{roots, NO_PARENT};
+use crate::nesting::{roots, NO_PARENT};
 use crate::trace::Nanos;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};

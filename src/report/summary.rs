@@ -1,18 +1,21 @@
 //! The run summary for stderr: what was read, what was set aside and why, and what the
 //! algorithm found. Every skipped line or message appears here with its reason.
 
+use crate::capture::stats::FileStats;
 use crate::nesting::NestStats;
 use crate::trace::InputStats;
 use std::io::{self, Write};
 
-/// Writes the summary of reading and nesting.
+/// Writes the summary of reading (`capture`: the captures' counts summed, if any were
+/// read) and nesting.
 pub fn write(
     input: &InputStats,
+    capture: Option<&FileStats>,
     nest: &NestStats,
     patterns: usize,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let what = match &input.capture {
+    let what = match capture {
         Some(capture) if input.lines == 0 => format!(
             "read {} packet{} from {} capture{}",
             capture.packets,

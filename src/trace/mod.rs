@@ -217,9 +217,6 @@ pub struct InputStats {
     pub seen_at_sender_only: u64,
     /// Messages seen only where they were received.
     pub seen_at_receiver_only: u64,
-    /// What the packet captures among the inputs gave, summed over files.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub capture: Option<crate::capture::stats::FileStats>,
 }
 
 /// A merged, time-ordered trace of messages from one or more sources.

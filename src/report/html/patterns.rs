@@ -4,7 +4,7 @@
 
 use super::charts::{self, Bar};
 use super::{escape, input_section, write_page, InputNotes};
-use crate::nesting::patterns::{Pattern, Summary};
+use crate::nesting::{Pattern, Summary};
 use crate::report::NestReport;
 use crate::trace::time::human_duration;
 use crate::trace::Nanos;

@@ -1,4 +1,4 @@
-//! Clock-alignment scenarios, shared by the study (`benches/alignment.rs`) and the
+//! Clock-alignment scenarios, shared by the study (`examples/alignment.rs`) and the
 //! floors in `tests/align.rs`: maketrace captures of several hosts over a network with
 //! known delays, each host's clock skewed by a known offset, drift and wander (the
 //! skewer library), a few timestamps taken early; then `blackbox::align` and the error
@@ -6,6 +6,7 @@
 
 use blackbox::align::{self, fit::Method, Alignment};
 use blackbox::capture::{self, CaptureOptions};
+use blackbox::input::{self, InputOptions};
 use blackbox::trace::Nanos;
 use maketrace::capture::{Container, Link, Payload};
 use maketrace::{config, generate};
@@ -230,11 +231,8 @@ fn count_packets(path: &Path) -> u64 {
 /// Reads and aligns captures (`least_squares`: over all pairs where the graph has
 /// loops, else along shortest paths only).
 pub fn align_captures(paths: &[PathBuf], method: Method, least_squares: bool) -> Alignment {
-    let options = CaptureOptions {
-        clock_stamps: true,
-        ..CaptureOptions::default()
-    };
-    let captures = capture::read_captures(paths, &options).expect("the captures read");
+    let captures =
+        input::read_for_alignment(paths, &CaptureOptions::default()).expect("the captures read");
     align::align_with(&captures, method, least_squares)
 }
 
@@ -320,19 +318,11 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 /// Builds the trace of captures aligned by `method` and repairs it: the report says
 /// how many messages arrived before they left, before and after.
 pub fn repaired(paths: &[PathBuf], method: Method) -> align::repair::RepairReport {
-    let options = CaptureOptions {
-        clock_stamps: true,
-        ..CaptureOptions::default()
+    let options = InputOptions {
+        align: Some(method),
+        repair: Some(align::repair::RepairOptions::default()),
+        ..InputOptions::default()
     };
-    let captures = capture::read_captures(paths, &options).expect("the captures read");
-    let alignment = align::align(&captures, method);
-    let mut builder = blackbox::trace::TraceBuilder::new();
-    capture::add_to_trace(
-        &captures,
-        &options,
-        |host, t| alignment.to_reference(host, t),
-        &mut builder,
-    );
-    let mut trace = builder.finish();
-    align::repair::repair(&mut trace, &align::repair::RepairOptions::default())
+    let input = input::read(paths, &options).expect("the captures read");
+    input.repair.expect("repair was asked for").report
 }

@@ -1,0 +1,549 @@
+//! The command line as clap structs: the five commands and their flags, the groups of
+//! flags they share (inputs, captures, algorithm), and the CLI's own value enums mapped
+//! onto the library's options. Parsing only; running is [`super::commands`]'.
+
+use anyhow::Result;
+use blackbox::align::fit::Method;
+use blackbox::capture::{self, protocol::ProtocolName, CaptureOptions, NodeBy};
+use blackbox::exit::Usage;
+use blackbox::input::InputOptions;
+use blackbox::nesting::{joint::Reweighing, Algorithm, NestOptions, Penalties};
+use blackbox::report::SortKey;
+use blackbox::trace::{time, Nanos};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Infer the causal paths of requests through a distributed system of black boxes from
+/// message traces, and see which node on which path adds the latency.
+#[derive(Parser)]
+#[command(
+    name = "blackbox",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub(super) struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(super) enum Command {
+    /// Infer call-path patterns from RPC traces with the nesting algorithm (paper §5.1).
+    ///
+    /// Reads packet captures (pcap/pcapng, one per host: messages are cut from their TCP
+    /// and UDP flows) or text traces (`<timestamp> <op> <sender> <receiver> <call-id>
+    /// [<truth>]`, one message end per line); several files are merged into one trace.
+    /// It pairs calls with returns, scores
+    /// every call's possible parents against the delays seen in the whole trace, and
+    /// prints the path patterns ranked, with their latencies. A summary of what was read
+    /// and skipped goes to stderr.
+    Nest(NestArgs),
+    /// Score the nesting algorithm against ground truth (paper §7.5.1).
+    ///
+    /// With the trace's truth column (a path-instance id on every message, as maketrace
+    /// writes): false positives and negatives by patterns, instances and messages, the
+    /// top-N true patterns missing from the inferred top N, and the latency error of
+    /// correctly inferred patterns. With --truth FILE (true parents in the assignments
+    /// format): the fraction of calls given their true parent and of requests whose
+    /// whole tree is right.
+    Eval(EvalArgs),
+    /// Infer message paths with the convolution algorithm (paper §5.2), for any messages.
+    ///
+    /// For each root, follows the messages a node sends after it receives: arrivals and
+    /// departures become signals (√count per quantum), and the delays at which their
+    /// cross-correlation spikes are the node's causal delays. Calls and returns count as
+    /// plain messages, so RPC traces work too. Reads captures or text traces, as nest
+    /// does. Prints the paths, most followed first, with each node's delays.
+    Convolve(ConvolveArgs),
+    /// Turn captures or other records into a text trace.
+    ///
+    /// Packet captures (one per host) become their messages, each end at its host's
+    /// time, with the summary of what was read and skipped on stderr. With --mbox, every
+    /// Received header of every email becomes one hop, from the host after `from`
+    /// to the host after `by`, at the header's date (the receiving host's clock), with
+    /// the email's number as the truth column. Headers with unreadable dates, generic
+    /// hosts (localhost, unknown) or a missing host are skipped and counted on stderr.
+    /// The trace suits `blackbox convolve`.
+    Records(RecordsArgs),
+    /// Align the clocks of per-host captures onto one reference host's.
+    ///
+    /// The same TCP segment in the sender's and the receiver's capture is one sample of
+    /// the receiver's clock offset plus a delay that is never negative. Per pair of hosts
+    /// a line offset(t) = offset + drift·t is fitted (convex hulls by default: guaranteed
+    /// bounds, unmoved by queueing in one direction); the reference is the host with the
+    /// smallest sum of shortest-path uncertainties to the others, and every host is
+    /// turned into its clock along its shortest path. Prints per host its offset and
+    /// drift against the reference, the bounds, quality and samples. nest, eval,
+    /// convolve and records do the same on several captures unless --align off.
+    Align(AlignArgs),
+}
+
+#[derive(Args)]
+pub(super) struct AlignArgs {
+    /// Packet captures (pcap/pcapng), one per host.
+    #[arg(required = true, value_name = "CAPTURE")]
+    pub(super) files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub(super) capture: CaptureArgs,
+
+    /// Write the alignment as JSON to FILE (`-` for stdout, instead of the table).
+    #[arg(long, value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+
+    /// Write every capture, its times in the reference's clock, to DIR (same file
+    /// names; nanosecond pcap or pcapng, as read).
+    #[arg(long, value_name = "DIR")]
+    pub(super) write: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(super) struct RecordsArgs {
+    /// Packet captures (pcap/pcapng, one per host) or text traces.
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "mbox",
+        conflicts_with = "mbox"
+    )]
+    pub(super) files: Vec<PathBuf>,
+
+    /// An mbox file instead: its Received headers become hops.
+    #[arg(long, value_name = "FILE")]
+    pub(super) mbox: Option<PathBuf>,
+
+    /// Do not print the summary of what was read and skipped.
+    #[arg(long, short)]
+    pub(super) quiet: bool,
+
+    #[command(flatten)]
+    pub(super) capture: CaptureArgs,
+
+    /// Write the trace here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub(super) output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(super) struct ConvolveArgs {
+    #[command(flatten)]
+    pub(super) input: InputArgs,
+
+    /// Time quantum of the signals (seconds, or with a unit).
+    #[arg(long, value_name = "DURATION", default_value = "0.01", value_parser = duration)]
+    pub(super) quantum: Nanos,
+
+    /// Longest causal delay to look for.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
+    pub(super) max_delay: Nanos,
+
+    /// Start paths here (repeatable); default: the nodes that send before they receive.
+    #[arg(long, value_name = "NODE")]
+    pub(super) root: Vec<String>,
+
+    /// A message counts as caused at delay d when it leaves d ± this after an arrival
+    /// (default: one quantum).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub(super) variance: Option<Nanos>,
+
+    /// Drop edges with fewer messages than this, as noise.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(super) min_count: u64,
+
+    /// A spike stands this many standard deviations above the mean.
+    #[arg(long, value_name = "N", default_value_t = 4.0)]
+    pub(super) spike_sigma: f64,
+
+    /// Spikes are separated by a point under this many standard deviations.
+    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    pub(super) gap_sigma: f64,
+
+    /// Longest path, in hops; longer ones stop and are counted.
+    #[arg(long, value_name = "N", default_value_t = 24)]
+    pub(super) max_depth: usize,
+
+    /// Most times one hop may occur on a path (a cycle of coincidences stops there).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub(super) max_repeats: usize,
+
+    /// Stop the search after this many correlations, counting the paths cut short.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub(super) max_correlations: u64,
+
+    /// Show only the first N paths.
+    #[arg(long, value_name = "N")]
+    pub(super) top: Option<usize>,
+
+    /// Write one Graphviz file per shown path (path-001.dot, ...) into DIR, in the
+    /// paper's Figure 9 style.
+    #[arg(long, value_name = "DIR")]
+    pub(super) dot: Option<PathBuf>,
+
+    /// Write the path graphs into DIR as dot files and as SVG pictures drawn by
+    /// Graphviz's `dot` (when it is not installed, the dot files only, and a note).
+    #[arg(long, value_name = "DIR")]
+    pub(super) svg: Option<PathBuf>,
+
+    /// Write the paths and counts as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+
+    /// Write a self-contained HTML report: the path table, each path drawn with the
+    /// delay spikes at each node, what was read and skipped, and the clock alignment.
+    #[arg(long, value_name = "FILE")]
+    pub(super) html: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(super) struct EvalArgs {
+    #[command(flatten)]
+    pub(super) input: InputArgs,
+
+    /// Score call by call against true parents in the assignments format instead of the
+    /// truth column.
+    #[arg(long, value_name = "FILE")]
+    pub(super) truth: Option<PathBuf>,
+
+    /// Compare the top N patterns for N = 1..K.
+    #[arg(long, value_name = "K", default_value_t = 20)]
+    pub(super) top_n: usize,
+
+    /// Also write the scores as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+
+    /// Start the joint search from the true parents instead of the greedy answer (the
+    /// model is then learned from them). What it still gets wrong, the model itself
+    /// prefers wrong: a bound on what a better search could reach, not a result.
+    #[arg(long)]
+    pub(super) start_from_truth: bool,
+
+    #[command(flatten)]
+    pub(super) algorithm: AlgorithmArgs,
+}
+
+#[derive(Args)]
+pub(super) struct NestArgs {
+    #[command(flatten)]
+    pub(super) input: InputArgs,
+
+    /// Show only the first N patterns.
+    #[arg(long, value_name = "N")]
+    pub(super) top: Option<usize>,
+
+    /// Order of the patterns, most first.
+    #[arg(long, value_enum, default_value_t = SortArg::Count)]
+    pub(super) sort: SortArg,
+
+    /// Hide patterns seen fewer than N times.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(super) min_count: u64,
+
+    /// Write one Graphviz file per shown pattern (pattern-001.dot, ...) into DIR, in the
+    /// paper's Figure 8 style.
+    #[arg(long, value_name = "DIR")]
+    pub(super) dot: Option<PathBuf>,
+
+    /// Write the pattern graphs into DIR as dot files and as SVG pictures drawn by
+    /// Graphviz's `dot` (when it is not installed, the dot files only, and a note).
+    #[arg(long, value_name = "DIR")]
+    pub(super) svg: Option<PathBuf>,
+
+    /// Write the patterns, latency distributions and input counts as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+
+    /// Write the parent chosen for every call (tab separated: sender receiver call_id
+    /// call_time parent_sender parent_receiver parent_call_id, `-` for roots; then the
+    /// confidence of the choice, 0 to 1).
+    #[arg(long, value_name = "FILE")]
+    pub(super) assignments: Option<PathBuf>,
+
+    /// Write a self-contained HTML report: the sortable pattern table, and for each
+    /// pattern its call tree, the node that adds the most latency, a timeline and
+    /// latency histograms; then what was read and skipped, and the clock alignment.
+    #[arg(long, value_name = "FILE")]
+    pub(super) html: Option<PathBuf>,
+
+    /// Write every inferred path instance as an OpenTelemetry trace in OTLP/JSON (one
+    /// span per call, on the service it entered, parented to the call it was nested in),
+    /// for Jaeger, Grafana Tempo or an OpenTelemetry Collector to import.
+    #[arg(long, value_name = "FILE")]
+    pub(super) otlp: Option<PathBuf>,
+
+    /// Instead of the pattern table, show why CALL got its parent: its candidate
+    /// parents with each one's scoreboard value, penalties and final score. CALL is a
+    /// call id (every call carrying it), or "SENDER RECEIVER TIME" in one argument (the
+    /// call between those nodes sent nearest to TIME, in seconds).
+    #[arg(long, value_name = "CALL")]
+    pub(super) explain: Option<String>,
+
+    #[command(flatten)]
+    pub(super) algorithm: AlgorithmArgs,
+}
+
+/// The inputs of nest, eval and convolve: the files, how captures are read, and whether
+/// the summary of what was read is shown.
+#[derive(Args)]
+pub(super) struct InputArgs {
+    /// Text traces or packet captures (pcap/pcapng, one per host; told apart by their
+    /// first bytes), merged into one trace.
+    #[arg(required = true, value_name = "FILE")]
+    pub(super) files: Vec<PathBuf>,
+
+    /// Do not print the summary of what was read and skipped.
+    #[arg(long, short)]
+    pub(super) quiet: bool,
+
+    #[command(flatten)]
+    pub(super) capture: CaptureArgs,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Captures (pcap/pcapng)")]
+pub(super) struct CaptureArgs {
+    /// Read connections to server PORT as protocol NAME whatever their content
+    /// (repeatable). NAME: tcp (request/response by turns), http, dns, onc-rpc, redis,
+    /// postgres, udp (request/response by datagrams), stream (every segment a free-form
+    /// message). Otherwise the port suggests a protocol, the client's first bytes
+    /// confirm it, and anything unrecognised is read by turns.
+    #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override)]
+    pub(super) protocols: Vec<(u16, ProtocolName)>,
+
+    /// Name the nodes: a file of `address name` lines. Without it a capture's own
+    /// address is named after its host, other addresses stay numbers.
+    #[arg(long, value_name = "FILE")]
+    pub(super) names: Option<PathBuf>,
+
+    /// The host a capture was taken on (repeatable); default: the file name without
+    /// its extension.
+    #[arg(long = "host", value_name = "NAME=FILE")]
+    pub(super) hosts: Vec<String>,
+
+    /// What a node is: a host, or a service (host:port; the calls a host makes come
+    /// from its one service when it serves on a single port).
+    #[arg(long, value_enum, default_value_t = NodeByArg::Host)]
+    pub(super) node_by: NodeByArg,
+
+    /// Ground truth for captures: `call-id instance` lines (the `truth.tsv` that
+    /// `maketrace --pcap` writes), read as the trace's truth column for `eval`.
+    #[arg(long, value_name = "FILE")]
+    pub(super) truth_ids: Option<PathBuf>,
+
+    /// Align the hosts' clocks from the TCP segments two captures share: hull (convex
+    /// hulls, guaranteed bounds), regression (the offline-trace-sync paper's method) or
+    /// off (each host keeps its own clock). Only with two or more captures.
+    #[arg(long, value_enum, value_name = "METHOD", default_value_t = AlignArg::Hull)]
+    pub(super) align: AlignArg,
+
+    /// Where the graph of hosts has loops, solve every host's correction over all pairs
+    /// together by weighted least squares (within its route's bounds) instead of along
+    /// its shortest path: better when the pairs' errors are independent, worse when
+    /// queueing biases them all one way.
+    #[arg(long)]
+    pub(super) least_squares: bool,
+
+    /// After alignment, move receives that still come before their send (plus
+    /// --min-latency) forward with the controlled logical clock: the events after them
+    /// follow with a fading correction, those shortly before are smoothed toward the
+    /// jump, and no send passes its receive. Also for text traces with both ends.
+    #[arg(long)]
+    pub(super) repair: bool,
+
+    /// The shortest time a message may take, for --repair.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration, requires = "repair")]
+    pub(super) min_latency: Nanos,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum AlignArg {
+    Hull,
+    Regression,
+    Off,
+}
+
+impl AlignArg {
+    pub(super) fn method(self) -> Option<Method> {
+        match self {
+            AlignArg::Hull => Some(Method::Hull),
+            AlignArg::Regression => Some(Method::Regression),
+            AlignArg::Off => None,
+        }
+    }
+}
+
+/// What orders the patterns, always descending.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum SortArg {
+    /// Number of path instances (the paper's order).
+    Count,
+    /// Sum of the root latency over all instances: where the time goes overall.
+    Total,
+    /// Mean root latency: the slowest kinds of request.
+    Mean,
+}
+
+impl SortArg {
+    pub(super) fn key(self) -> SortKey {
+        match self {
+            SortArg::Count => SortKey::Count,
+            SortArg::Total => SortKey::Total,
+            SortArg::Mean => SortKey::Mean,
+        }
+    }
+}
+
+/// Which parent choice runs after the paper's candidates and scoreboard.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum AlgorithmArg {
+    /// The paper's greedy choice with fixed penalties (§5.1.1.3), kept reproducible.
+    Paper,
+    /// The paper's answer improved jointly per node under a model, learned from the
+    /// trace, of what each call does while it is open.
+    Joint,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum NodeByArg {
+    Host,
+    Service,
+}
+
+impl InputArgs {
+    /// How nest, eval and convolve read their inputs.
+    pub(super) fn options(&self) -> Result<InputOptions> {
+        self.capture.input_options(self.quiet)
+    }
+}
+
+impl CaptureArgs {
+    /// How the files are read, aligned and repaired; `quiet` hides the progress bars.
+    pub(super) fn input_options(&self, quiet: bool) -> Result<InputOptions> {
+        Ok(InputOptions {
+            capture: self.options()?,
+            align: self.align.method(),
+            least_squares: self.least_squares,
+            repair: self.repair.then(|| blackbox::align::repair::RepairOptions {
+                min_latency: self.min_latency,
+                ..blackbox::align::repair::RepairOptions::default()
+            }),
+            progress: !quiet,
+        })
+    }
+
+    pub(super) fn options(&self) -> Result<CaptureOptions> {
+        let mut options = CaptureOptions {
+            node_by: match self.node_by {
+                NodeByArg::Host => NodeBy::Host,
+                NodeByArg::Service => NodeBy::Service,
+            },
+            ..CaptureOptions::default()
+        };
+        options
+            .protocols
+            .by_port
+            .extend(self.protocols.iter().copied());
+        if let Some(path) = &self.truth_ids {
+            options.truth = capture::read_truth_ids(path)?;
+        }
+        if let Some(path) = &self.names {
+            options.names = capture::read_names(path)?;
+        }
+        for host in &self.hosts {
+            let (name, file) = host
+                .split_once('=')
+                .ok_or_else(|| Usage(format!("--host {host}: expected NAME=FILE")))?;
+            options.hosts.insert(PathBuf::from(file), name.to_string());
+        }
+        Ok(options)
+    }
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Algorithm (paper defaults)")]
+pub(super) struct AlgorithmArgs {
+    /// Parent choice: `joint` improves the paper's greedy answer per node under a model
+    /// learned from the trace of what each call does while it is open (when it calls out
+    /// after its arrival, its previous call leaving or returning, when it answers, how
+    /// many calls of each kind it makes in which order), and gives a call that no call
+    /// encloses, where calls of its kind nearly always are enclosed, one of the calls open
+    /// when it left (a late timestamp; counted as "late returns"); `paper` is the paper's
+    /// greedy choice alone, for reproducing its results.
+    #[arg(long, value_enum, default_value_t = AlgorithmArg::Joint)]
+    pub(super) algorithm: AlgorithmArg,
+
+    /// Loosen the test "parent encloses child" by this much, to tolerate clock skew
+    /// between hosts when messages were seen at one end only (e.g. 30ms; paper §7.5.6).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
+    pub(super) skew_window: Nanos,
+
+    /// Let a call out of a node have a parent that did not wait for it: a call into the
+    /// node that was open when it left and answered before it returned (fire and forget),
+    /// or that answered at most DURATION before it left (write-back caches, queued work;
+    /// paper §5.3.1). Such a parent is kept only where the node's own sequences (how
+    /// often it answers without waiting, how long after an answer it calls on, to whom)
+    /// make it likelier than any other candidate by odds of 100 to 1; the others stay
+    /// roots, counted in the summary. With `eval`, the truth then gives such a call its
+    /// own path instance's call. Off (0) by default.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
+    pub(super) async_window: Nanos,
+
+    /// Smooth each delay histogram with a Gaussian of this many bins (0 = off); helps
+    /// with skewed clocks.
+    #[arg(long, value_name = "BINS", default_value_t = 0.0)]
+    pub(super) smooth: f64,
+
+    /// Overlapping-child penalty exponent x: a parent's score is multiplied by (1+n)^-x
+    /// where n of its children already overlap the call in time.
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    pub(super) overlap_penalty: f64,
+
+    /// Same-child penalty exponent y: (1+n)^-y for n children already calling the same node.
+    #[arg(long, value_name = "Y", default_value_t = 0.0)]
+    pub(super) same_penalty: f64,
+
+    /// Generic-child penalty exponent z: (1+n)^-z for n children already assigned.
+    #[arg(long, value_name = "Z", default_value_t = 0.0)]
+    pub(super) generic_penalty: f64,
+
+    /// Ratio between successive delay bins of the scoreboard.
+    #[arg(long, value_name = "RATIO", default_value_t = 1.05)]
+    pub(super) bin_base: f64,
+
+    /// Delays below this share the first bin.
+    #[arg(long, value_name = "DURATION", default_value = "1us", value_parser = duration)]
+    pub(super) bin_floor: Nanos,
+
+    /// Delays above this share the last bin.
+    #[arg(long, value_name = "DURATION", default_value = "7200s", value_parser = duration)]
+    pub(super) bin_ceiling: Nanos,
+}
+
+pub(super) fn duration(text: &str) -> Result<Nanos, String> {
+    time::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))
+}
+
+impl AlgorithmArgs {
+    pub(super) fn options(&self) -> NestOptions {
+        let a = self;
+        NestOptions {
+            algorithm: match a.algorithm {
+                AlgorithmArg::Paper => Algorithm::Paper,
+                AlgorithmArg::Joint => Algorithm::Joint,
+            },
+            skew_window: a.skew_window,
+            async_window: a.async_window,
+            bin_base: a.bin_base,
+            bin_floor: a.bin_floor,
+            bin_ceiling: a.bin_ceiling,
+            smoothing: a.smooth,
+            penalties: Penalties {
+                overlap: a.overlap_penalty,
+                same_callee: a.same_penalty,
+                any_child: a.generic_penalty,
+            },
+            same_truth_only: false,
+            reweighing: Reweighing::default(),
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! Each command as options → library calls → reports: nothing here reads a file or
+//! decides anything the library could; it says where the library's results go.
+
+use super::args::{AlignArgs, ConvolveArgs, EvalArgs, InputArgs, NestArgs, RecordsArgs};
+use anyhow::{Context, Result};
+use blackbox::align;
+use blackbox::convolution::{self, ConvolveOptions};
+use blackbox::eval::{calls, paths};
+use blackbox::exit::Usage;
+use blackbox::input::{self, Input};
+use blackbox::nesting::explain::{self, CallQuery};
+use blackbox::nesting::{self, call_pairs::CallPair};
+use blackbox::report::{
+    self, assignments::Assignments, json::Json, otlp::Otlp, table::Table, NestReport, Ranking,
+    Render,
+};
+use blackbox::trace::text;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub(super) fn align(args: AlignArgs) -> Result<()> {
+    input::require_captures(&args.files)?;
+    let Some(method) = args.capture.align.method() else {
+        return Err(
+            Usage("--align off leaves nothing to do: choose hull or regression".into()).into(),
+        );
+    };
+    if args.capture.repair {
+        return Err(Usage(
+            "--repair mends the merged trace: use it with nest, eval, convolve or records".into(),
+        )
+        .into());
+    }
+    let captures = input::read_for_alignment(&args.files, &args.capture.options()?)?;
+    let alignment = align::align_with(&captures, method, args.capture.least_squares);
+    match args.json.as_deref() {
+        Some(path) if path == Path::new("-") => write_out(None, |w| write_json(&alignment, w))?,
+        Some(path) => {
+            write_out(Some(path), |w| write_json(&alignment, w))?;
+            write_out(None, |w| report::alignment::write_alignment(&alignment, w))?;
+        }
+        None => write_out(None, |w| report::alignment::write_alignment(&alignment, w))?,
+    }
+    if let Some(dir) = &args.write {
+        input::write_aligned(&captures, &alignment, dir, |written| {
+            eprintln!(
+                "wrote {} ({} packets)",
+                written.path.display(),
+                written.packets
+            );
+        })?;
+    }
+    Ok(())
+}
+
+fn write_json(value: &impl serde::Serialize, w: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, value)?;
+    writeln!(w)
+}
+
+pub(super) fn records(args: RecordsArgs) -> Result<()> {
+    let Some(mbox) = &args.mbox else {
+        let options = args.capture.input_options(args.quiet)?;
+        let Loaded { input, .. } = load(&args.files, &options, args.quiet)?;
+        return write_out(args.output.as_deref(), |mut w| {
+            text::write(&input.trace, &mut w)
+        });
+    };
+    let (trace, stats) = input::read_mbox(mbox)?;
+    let mut line = Vec::new();
+    report::input::write_mbox(mbox, &stats, &mut line)?;
+    io::stderr().write_all(&line)?;
+    write_out(args.output.as_deref(), |mut w| text::write(&trace, &mut w))
+}
+
+pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
+    let options = ConvolveOptions {
+        quantum: args.quantum,
+        max_delay: args.max_delay,
+        spike_sigma: args.spike_sigma,
+        gap_sigma: args.gap_sigma,
+        variance: args.variance,
+        min_count: args.min_count,
+        max_depth: args.max_depth,
+        max_repeats: args.max_repeats,
+        max_correlations: args.max_correlations,
+        roots: args.root.clone(),
+    };
+    let loaded = load_inputs(&args.input)?;
+    let trace = &loaded.input.trace;
+    let files = &args.input.files;
+    let result = convolution::convolve(trace, &options).with_context(|| describe(files))?;
+    let mut summary = Vec::new();
+    report::paths::write_summary(trace, &result, &mut summary)?;
+    if !args.input.quiet {
+        io::stderr().write_all(&summary)?;
+    }
+    if let Some(path) = &args.html {
+        let notes = input_notes(files, &loaded, summary);
+        write_out(Some(path), |w| {
+            report::html::write_convolution(trace, &result, args.top, &notes, w)
+        })?;
+    }
+    if let Some(path) = &args.json {
+        write_out(Some(path), |w| {
+            report::paths::write_json(trace, &result, &options, w)
+        })?;
+    }
+    if let Some(dir) = &args.dot {
+        report::paths::write_dot_dir(trace, &result, args.top, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+    }
+    if let Some(dir) = &args.svg {
+        let dots = report::paths::write_dot_dir(trace, &result, args.top, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+        report::svg::draw_and_tell(&dots, dir)
+            .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
+    }
+    write_out(None, |w| {
+        report::paths::write_table(trace, &result, args.top, w)
+    })
+}
+
+pub(super) fn eval(args: EvalArgs) -> Result<()> {
+    let options = args.algorithm.options();
+    let Loaded { input, .. } = load_inputs(&args.input)?;
+    let trace = &input.trace;
+    let files = &args.input.files;
+    let truth = match &args.truth {
+        Some(path) => {
+            let file =
+                File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            EvalTruth::Parents(calls::read_truth(path, io::BufReader::new(file))?)
+        }
+        None => EvalTruth::Column(
+            paths::ground_truth(trace, &options).with_context(|| describe(files))?,
+        ),
+    };
+    let nesting = if args.start_from_truth {
+        let start = |pairs: &[CallPair]| match &truth {
+            EvalTruth::Parents(parents) => calls::true_parent_indexes(trace, pairs, parents),
+            EvalTruth::Column(truth) => truth.parent.clone(),
+        };
+        nesting::nest_from(trace, &options, &start)
+    } else {
+        nesting::nest(trace, &options)
+    }
+    .with_context(|| describe(files))?;
+    if !args.input.quiet {
+        report::summary::write(
+            &trace.stats,
+            input.capture_totals.as_ref(),
+            &nesting.stats,
+            nesting.patterns.len(),
+            &mut io::stderr().lock(),
+        )?;
+    }
+    let start = if args.start_from_truth {
+        "true parents"
+    } else {
+        "greedy"
+    };
+    let json = match &truth {
+        EvalTruth::Parents(parents) => {
+            let scores = calls::evaluate(trace, &nesting, parents);
+            write_out(None, |w| {
+                write_start(args.start_from_truth, w)?;
+                report::evaluation::write_calls(&scores, w)
+            })?;
+            serde_json::json!({ "algorithm": "nesting", "start": start, "truth": args.truth, "calls": scores })
+        }
+        EvalTruth::Column(truth) => {
+            let scores = paths::evaluate(trace, &nesting, truth, args.top_n);
+            write_out(None, |w| {
+                write_start(args.start_from_truth, w)?;
+                report::evaluation::write_paths(&scores, w)
+            })?;
+            serde_json::json!({ "algorithm": "nesting", "start": start, "truth": "truth column", "paths": scores })
+        }
+    };
+    if let Some(path) = &args.json {
+        write_out(Some(path), |w| {
+            serde_json::to_writer_pretty(&mut *w, &json)?;
+            writeln!(w)
+        })?;
+    }
+    Ok(())
+}
+
+/// What `eval` scores against.
+enum EvalTruth {
+    /// A file of true parents (`--truth`).
+    Parents(calls::TrueParents),
+    /// The trace's truth column, as the nesting it implies.
+    Column(nesting::Nesting),
+}
+
+/// Says, above the scores, that the search started from the truth.
+fn write_start(from_truth: bool, w: &mut dyn Write) -> io::Result<()> {
+    if from_truth {
+        writeln!(
+            w,
+            "search started from the true parents: a bound on the search, not a result"
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn nest(args: NestArgs) -> Result<()> {
+    let options = args.algorithm.options();
+    let query = args.explain.as_deref().map(CallQuery::parse).transpose()?;
+    let loaded = load_inputs(&args.input)?;
+    let trace = &loaded.input.trace;
+    let files = &args.input.files;
+    let nesting = nesting::nest(trace, &options).with_context(|| describe(files))?;
+    let ranking = Ranking {
+        sort: args.sort.key(),
+        top: args.top,
+        min_count: args.min_count,
+    };
+    let report = NestReport::new(trace, &nesting, &options, ranking)
+        .with_capture_totals(loaded.input.capture_totals.as_ref());
+
+    let mut summary = Vec::new();
+    report::summary::write(
+        &trace.stats,
+        loaded.input.capture_totals.as_ref(),
+        &nesting.stats,
+        nesting.patterns.len(),
+        &mut summary,
+    )?;
+    if !args.input.quiet {
+        io::stderr().write_all(&summary)?;
+    }
+    if let Some(path) = &args.html {
+        let notes = input_notes(files, &loaded, summary);
+        write_out(Some(path), |w| {
+            report::html::write_nesting(&report, &notes, w)
+        })?;
+    }
+    if let Some(path) = &args.json {
+        write_out(Some(path), |w| Json.render(&report, w))?;
+    }
+    if let Some(path) = &args.assignments {
+        write_out(Some(path), |w| Assignments.render(&report, w))?;
+    }
+    if let Some(path) = &args.otlp {
+        write_out(Some(path), |w| Otlp.render(&report, w))?;
+    }
+    if let Some(dir) = &args.dot {
+        report::dot::write_dir(&report, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+    }
+    if let Some(dir) = &args.svg {
+        let dots = report::dot::write_dir(&report, dir)
+            .with_context(|| format!("writing dot files to {}", dir.display()))?;
+        report::svg::draw_and_tell(&dots, dir)
+            .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
+    }
+    match query {
+        Some(query) => {
+            let calls = explain::find_calls(trace, &nesting, &query)?;
+            let explanations: Vec<_> = calls
+                .iter()
+                .map(|&call| explain::explain(trace, &nesting, &options, call))
+                .collect();
+            write_out(None, |w| {
+                report::explanation::write(trace, &nesting, options.penalties, &explanations, w)
+            })
+        }
+        None => write_out(None, |w| Table.render(&report, w)),
+    }
+}
+
+/// What the HTML report says about the input: the files, the run summary and what
+/// loading reported.
+fn input_notes(files: &[PathBuf], loaded: &Loaded, summary: Vec<u8>) -> report::html::InputNotes {
+    report::html::InputNotes {
+        files: files.iter().map(|f| f.display().to_string()).collect(),
+        summary: String::from_utf8_lossy(&summary).into_owned(),
+        captures: loaded.captures.clone(),
+        warnings: loaded.warnings.clone(),
+        alignment: loaded.alignment.clone(),
+    }
+}
+
+fn describe(files: &[PathBuf]) -> String {
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    names.join(", ")
+}
+
+/// The input and what reading it reported, in words.
+struct Loaded {
+    input: Input,
+    /// Per-capture summaries and the repair line, as printed on stderr.
+    captures: String,
+    /// Warnings, one per line, printed even with `--quiet`.
+    warnings: String,
+    /// The clock alignment table, when captures were aligned.
+    alignment: Option<String>,
+}
+
+/// [`load`] for nest, eval and convolve.
+fn load_inputs(args: &InputArgs) -> Result<Loaded> {
+    load(&args.files, &args.options()?, args.quiet)
+}
+
+/// Reads and merges the files, and prints on stderr what reading reported: warnings
+/// always, per-capture summaries, the alignment table and the repair line unless
+/// `quiet`.
+fn load(files: &[PathBuf], options: &input::InputOptions, quiet: bool) -> Result<Loaded> {
+    let input = input::read(files, options)?;
+    let text = |write: &dyn Fn(&mut Vec<u8>) -> io::Result<()>| -> io::Result<String> {
+        let mut bytes = Vec::new();
+        write(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    let warnings = text(&|w| report::input::write_warnings(&input, w))?;
+    let mut captures = text(&|w| report::input::write_captures(&input, w))?;
+    let alignment = input
+        .alignment
+        .as_ref()
+        .map(|alignment| text(&|w| report::alignment::write_alignment(alignment, w)))
+        .transpose()?;
+    let repair = input
+        .repair
+        .as_ref()
+        .map(|repaired| text(&|w| report::input::write_repair(repaired, w)))
+        .transpose()?;
+    let mut stderr = io::stderr().lock();
+    stderr.write_all(warnings.as_bytes())?;
+    if !quiet {
+        stderr.write_all(captures.as_bytes())?;
+        if let Some(table) = &alignment {
+            stderr.write_all(table.as_bytes())?;
+        }
+        if let Some(line) = &repair {
+            stderr.write_all(line.as_bytes())?;
+        }
+    }
+    captures.extend(repair);
+    Ok(Loaded {
+        input,
+        captures,
+        warnings,
+        alignment,
+    })
+}
+
+/// Writes through a buffer to `path`, or to stdout for `None`; errors name the file, and
+/// a closed stdout stays an I/O error in the chain so that `main` can end quietly.
+fn write_out(
+    path: Option<&Path>,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<()> {
+    match path {
+        Some(path) => {
+            let file =
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = BufWriter::new(file);
+            write(&mut out)
+                .and_then(|()| out.flush())
+                .with_context(|| format!("writing {}", path.display()))
+        }
+        None => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            write(&mut out)?;
+            out.flush()?;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! The files a user names, read into one merged trace: text traces and packet captures
+//! told apart by their first bytes; each capture's own addresses decided; the hosts'
+//! clocks aligned onto one reference host's; every message end added to the trace in
+//! that clock; causality repaired on request. Returns the trace with structured reports
+//! of what was read, set aside and corrected, and prints nothing (a progress bar on a
+//! terminal aside): the wording is [`crate::report::input`]'s. Also rewrites captures
+//! into the reference clock (`align --write`). Owns the order of these steps, not the
+//! steps themselves, which are [`crate::trace`]'s, [`crate::capture`]'s and
+//! [`crate::align`]'s.
+
+use crate::align::{self, fit::Method, repair, Alignment};
+use crate::capture::{self, file::Stopped, stats::FileStats, write::Container, CaptureOptions};
+use crate::progress::Progress;
+use crate::trace::mbox::MboxStats;
+use crate::trace::{text, Nanos, Trace, TraceBuilder};
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// How to read the inputs.
+#[derive(Debug, Clone, Default)]
+pub struct InputOptions {
+    /// How captures are read and their nodes named.
+    pub capture: CaptureOptions,
+    /// How the hosts' clocks are aligned when there are two captures or more; `None`
+    /// leaves every host its own clock.
+    pub align: Option<Method>,
+    /// Where the graph of hosts has loops, solve every host's correction over all pairs
+    /// together (see [`align::align_with`]).
+    pub least_squares: bool,
+    /// Mend messages that still arrive before they leave, after alignment.
+    pub repair: Option<repair::RepairOptions>,
+    /// Draw progress bars on stderr while files are read (only on a terminal).
+    pub progress: bool,
+}
+
+/// Why the inputs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A text trace is unreadable or malformed.
+    #[error(transparent)]
+    Trace(#[from] text::TraceError),
+    /// A capture is unreadable or not a capture.
+    #[error(transparent)]
+    Capture(#[from] capture::CaptureError),
+    /// A request that cannot be carried out as asked.
+    #[error("{0}")]
+    Usage(String),
+    /// An output directory could not be made.
+    #[error("cannot create {}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The merged trace and what reading it reported.
+#[derive(Debug)]
+pub struct Input {
+    /// Every message, both ends merged, in time order.
+    pub trace: Trace,
+    /// Per capture, in the order given: what it held.
+    pub captures: Vec<CaptureRead>,
+    /// The captures' counts summed, when there were captures.
+    pub capture_totals: Option<FileStats>,
+    /// The clock alignment, when captures were aligned.
+    pub alignment: Option<Alignment>,
+    /// What the causality repair moved, when it ran.
+    pub repair: Option<Repaired>,
+    /// What the user should know even with `--quiet`, in order.
+    pub warnings: Vec<InputWarning>,
+}
+
+/// What one capture held.
+#[derive(Debug, Clone)]
+pub struct CaptureRead {
+    /// The file.
+    pub path: PathBuf,
+    /// The host it was captured on.
+    pub host: String,
+    /// The host's own addresses, as far as the traffic tells.
+    pub local: Vec<IpAddr>,
+    /// Counts of what was read and set aside.
+    pub stats: FileStats,
+}
+
+/// What the causality repair did, with the shortest message time it assumed.
+#[derive(Debug, Clone)]
+pub struct Repaired {
+    /// The shortest time a message may take.
+    pub min_latency: Nanos,
+    /// What was moved.
+    pub report: repair::RepairReport,
+}
+
+/// Something the user should know about the input even when the summary is hidden.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputWarning {
+    /// A capture ended in a damaged or cut-off record; the packets before it are used.
+    CutShort {
+        /// The capture.
+        path: PathBuf,
+        /// Where and why reading stopped.
+        stopped: Stopped,
+        /// Packets read before it.
+        packets: u64,
+    },
+    /// No TCP segment links these hosts to the others: their clocks stay their own.
+    Unaligned(Vec<String>),
+    /// The clock fits around a loop of hosts disagree: one of them is wrong.
+    LoopDisagrees {
+        /// The pair whose fit the loop checks.
+        hosts: (String, String),
+        /// By how much, in nanoseconds.
+        residual_ns: f64,
+    },
+}
+
+impl fmt::Display for InputWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputWarning::CutShort {
+                path,
+                stopped,
+                packets,
+            } => write!(
+                f,
+                "warning: {}: packet {} at byte {}: {}; the {} packets before it are used",
+                path.display(),
+                stopped.packet,
+                stopped.offset,
+                stopped.reason,
+                packets
+            ),
+            InputWarning::Unaligned(hosts) => write!(
+                f,
+                "warning: no TCP segment links {} to the other captures; their clocks stay their own",
+                hosts.join(", ")
+            ),
+            InputWarning::LoopDisagrees { hosts, residual_ns } => write!(
+                f,
+                "warning: the clock fits around {}–{} disagree by {}: one of them is wrong",
+                hosts.0,
+                hosts.1,
+                crate::trace::time::human_duration(*residual_ns)
+            ),
+        }
+    }
+}
+
+/// Reads and merges `files`: text traces and captures (told apart by their first
+/// bytes), the captures aligned and added in the reference clock, then repaired if
+/// asked.
+pub fn read(files: &[PathBuf], options: &InputOptions) -> Result<Input, InputError> {
+    let (captures, texts): (Vec<PathBuf>, Vec<PathBuf>) = files
+        .iter()
+        .cloned()
+        .partition(|path| capture::is_capture(path));
+    let mut builder = TraceBuilder::new();
+    let progress = Progress::reading("reading text traces", &texts, options.progress);
+    text::read_files_showing(&texts, &mut builder, &progress)?;
+    progress.finish();
+    let mut input = empty_input();
+    if !captures.is_empty() {
+        let mut capture_options = options.capture.clone();
+        capture_options.progress = options.progress;
+        capture_options.clock_stamps = options.align.is_some() && captures.len() > 1;
+        let read = capture::read_captures(&captures, &capture_options)?;
+        add_captures(read, options, &mut builder, &mut input);
+    }
+    Ok(finish(builder, options, input))
+}
+
+/// The trace of captures already read (each with its own addresses decided): aligned
+/// when asked and there are two or more, every message end added in the reference
+/// clock, repaired when asked. For captures read from memory (the fuzz targets).
+pub fn from_captures(captures: Vec<capture::HostCapture>, options: &InputOptions) -> Input {
+    let mut builder = TraceBuilder::new();
+    let mut input = empty_input();
+    add_captures(captures, options, &mut builder, &mut input);
+    finish(builder, options, input)
+}
+
+fn empty_input() -> Input {
+    Input {
+        trace: Trace::default(),
+        captures: Vec::new(),
+        capture_totals: None,
+        alignment: None,
+        repair: None,
+        warnings: Vec::new(),
+    }
+}
+
+/// Aligns `read` when asked, adds every message end to `builder` in the reference
+/// clock, and reports in `input` what the captures held and what to warn of.
+fn add_captures(
+    read: Vec<capture::HostCapture>,
+    options: &InputOptions,
+    builder: &mut TraceBuilder,
+    input: &mut Input,
+) {
+    let method = options.align.filter(|_| read.len() > 1);
+    let alignment = method.map(|method| align::align_with(&read, method, options.least_squares));
+    match &alignment {
+        Some(alignment) => capture::add_to_trace(
+            &read,
+            &options.capture,
+            |host, t| alignment.to_reference(host, t),
+            builder,
+        ),
+        None => capture::add_to_trace(&read, &options.capture, capture::same_clock, builder),
+    }
+    for host in &read {
+        if let Some(stopped) = &host.stopped {
+            input.warnings.push(InputWarning::CutShort {
+                path: host.path.clone(),
+                stopped: stopped.clone(),
+                packets: host.stats.packets,
+            });
+        }
+    }
+    if let Some(alignment) = &alignment {
+        let unaligned = alignment.unaligned();
+        if !unaligned.is_empty() {
+            input.warnings.push(InputWarning::Unaligned(
+                unaligned.into_iter().map(String::from).collect(),
+            ));
+        }
+        for check in alignment.loops.iter().filter(|c| c.disagrees) {
+            input.warnings.push(InputWarning::LoopDisagrees {
+                hosts: check.hosts.clone(),
+                residual_ns: check.residual_ns,
+            });
+        }
+    }
+    let mut totals = FileStats::default();
+    for host in &read {
+        totals.add(&host.stats);
+    }
+    input.capture_totals = Some(totals);
+    input.captures = read
+        .into_iter()
+        .map(|host| CaptureRead {
+            path: host.path,
+            host: host.host,
+            local: host.local.into_iter().collect(),
+            stats: host.stats,
+        })
+        .collect();
+    input.alignment = alignment;
+}
+
+/// The merged trace, repaired when asked.
+fn finish(builder: TraceBuilder, options: &InputOptions, mut input: Input) -> Input {
+    input.trace = builder.finish();
+    if let Some(repair_options) = &options.repair {
+        input.repair = Some(Repaired {
+            min_latency: repair_options.min_latency,
+            report: repair::repair(&mut input.trace, repair_options),
+        });
+    }
+    input
+}
+
+/// Refuses any of `files` that is not a capture: `align` reads captures only.
+pub fn require_captures(files: &[PathBuf]) -> Result<(), InputError> {
+    match files.iter().find(|p| !capture::is_capture(p)) {
+        Some(text) => Err(InputError::Usage(format!(
+            "{} is not a pcap or pcapng capture: align reads captures only",
+            text.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Reads `files`, which must all be captures ([`require_captures`]), with the segment
+/// stamps that alignment needs; for `align`.
+pub fn read_for_alignment(
+    files: &[PathBuf],
+    options: &CaptureOptions,
+) -> Result<Vec<capture::HostCapture>, InputError> {
+    require_captures(files)?;
+    let mut options = options.clone();
+    options.clock_stamps = true;
+    Ok(capture::read_captures(files, &options)?)
+}
+
+/// Reads an mbox: every Received header of every email becomes one hop (see
+/// [`crate::trace::mbox`]).
+pub fn read_mbox(path: &Path) -> Result<(Trace, MboxStats), InputError> {
+    let file = std::fs::File::open(path).map_err(|source| text::TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut builder = TraceBuilder::new();
+    let stats = crate::trace::mbox::read(
+        path,
+        std::io::BufReader::with_capacity(1 << 20, file),
+        &mut builder,
+    )?;
+    Ok((builder.finish(), stats))
+}
+
+/// One capture rewritten into the reference clock.
+#[derive(Debug, Clone)]
+pub struct Rewritten {
+    /// The new file.
+    pub path: PathBuf,
+    /// Packets written.
+    pub packets: u64,
+}
+
+/// Writes every capture into `dir` (same file names; nanosecond pcap or pcapng, as
+/// read) with its times in the reference's clock, telling `written` of each as it is
+/// done. Refuses to overwrite a capture read.
+pub fn write_aligned(
+    captures: &[capture::HostCapture],
+    alignment: &Alignment,
+    dir: &Path,
+    mut written: impl FnMut(&Rewritten),
+) -> Result<(), InputError> {
+    std::fs::create_dir_all(dir).map_err(|source| InputError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for (index, host) in captures.iter().enumerate() {
+        let name = host.path.file_name().map(PathBuf::from).unwrap_or_else(|| {
+            PathBuf::from(format!(
+                "{}.{}",
+                host.host,
+                Container::of(&host.path).extension()
+            ))
+        });
+        let output = dir.join(name);
+        if output.canonicalize().ok() == host.path.canonicalize().ok() {
+            return Err(InputError::Usage(format!(
+                "--write {} would overwrite {}: choose another directory",
+                dir.display(),
+                host.path.display()
+            )));
+        }
+        let stats = capture::write::rewrite_times(
+            &host.path,
+            &output,
+            Container::of(&host.path),
+            |_, t| alignment.to_reference(index, t),
+        )?;
+        written(&Rewritten {
+            path: output,
+            packets: stats.frames,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,348 @@
+//! One node's calls as the joint model reads them, computed once per node: dense kinds
+//! of children and callers of parents, the kinds of event in a parent's sequence, who
+//! watches whom, and the walk of a parent's sequence that yields each factor of its
+//! likelihood. Owns no learned values.
+
+use super::model::orphan_logs;
+use super::{NodeSettings, Reweighing};
+use crate::nesting::call_pairs::CallPair;
+use crate::nesting::candidates::{outlives, Candidates};
+use crate::nesting::scoreboard::{BinTable, Bins};
+use crate::trace::{Nanos, NodeId};
+use hashbrown::HashMap;
+
+/// The kinds of event in a parent's sequence: its arrival, a child leaving or
+/// returning (per kind of child), its answer. Arrival and answer get the ids 0 and
+/// 1 + 2K, a child of kind c leaves as 1 + c and returns as 1 + K + c.
+#[derive(Clone, Copy)]
+pub(super) struct EventKinds {
+    pub(super) kinds: u32,
+}
+
+impl EventKinds {
+    pub(super) const ARRIVAL: u32 = 0;
+    pub(super) fn leaves(self, kind: u32) -> u32 {
+        1 + kind
+    }
+    pub(super) fn returns(self, kind: u32) -> u32 {
+        1 + self.kinds + kind
+    }
+    pub(super) fn answer(self) -> u32 {
+        1 + 2 * self.kinds
+    }
+    /// The end of a sequence that may go on past its answer. (An action id that no
+    /// action has otherwise: returns are events, never actions.)
+    pub(super) fn end(self) -> u32 {
+        self.returns(0)
+    }
+    pub(super) fn count(self) -> u64 {
+        u64::from(2 + 2 * self.kinds)
+    }
+    /// The key of (caller A, event before, event after).
+    pub(super) fn key(self, caller: u32, before: u32, after: u32) -> u64 {
+        (u64::from(caller) * self.count() + u64::from(before)) * self.count() + u64::from(after)
+    }
+}
+
+/// The calls of one node as arrays, computed once: what the model reads of every
+/// parent and child, and who watches whom.
+pub(super) struct NodeCalls<'a> {
+    /// The node's children and parents (the call pairs they index), whose times on B's
+    /// clock are read where they are rather than copied.
+    pub(super) pairs: &'a [CallPair],
+    pub(super) outgoing: &'a [u32],
+    pub(super) incoming: &'a [u32],
+    /// Per child (index into `outgoing`), the dense kind of its callee.
+    pub(super) kind: Vec<u32>,
+    /// Per parent (index into `incoming`), the dense id of its caller.
+    pub(super) caller: Vec<u32>,
+    pub(super) events: EventKinds,
+    /// Actions a parent can take: a call of each kind, or its answer.
+    pub(super) actions: f64,
+    /// ln-likelihood of a delay, and of an action, about which nothing was learned.
+    pub(super) unknown_delay: f64,
+    pub(super) unknown_transition: f64,
+    pub(super) bins: Bins,
+    /// Per bin, ln of the time it spans: a bin's share over its span is a density in
+    /// time, which a bin's share alone is not (wider bins would win).
+    pub(super) ln_span: Vec<f64>,
+    /// Per kind of child, see [`orphan_logs`].
+    pub(super) orphan_log: Vec<f64>,
+    /// Whether the trace lost any call into this node, so a child may have no parent.
+    pub(super) orphans: bool,
+    /// Whether parents' sequences go on past the answer ([`NodeSettings::async_children`]).
+    pub(super) async_children: bool,
+    /// Whether children have [`SOFT_FROM_PARALLELISM`] candidates or more each, on
+    /// average: where they have fewer, the search runs from one start, and weighs a
+    /// pair of parents again rather than keep what it gained (the speed benchmark,
+    /// 1.78 per child, took 7% longer keeping it).
+    pub(super) dense: bool,
+    pub(super) skew_window: Nanos,
+    /// Whether a child looked at again weighs only what changed.
+    pub(super) reweighing: Reweighing,
+    pub(super) table: BinTable,
+    /// Callers A and keys (A, C).
+    pub(super) callers: usize,
+    pub(super) link_keys: usize,
+    /// Per parent, the children that have it as a candidate (the rows, transposed):
+    /// whom to look at again when its children change.
+    pub(super) watchers: Vec<u32>,
+    pub(super) watcher_offsets: Vec<u32>,
+}
+
+impl<'a> NodeCalls<'a> {
+    pub(super) fn new(
+        pairs: &'a [CallPair],
+        incoming: &'a [u32],
+        outgoing: &'a [u32],
+        candidates: &Candidates,
+        scale: NodeSettings,
+    ) -> Self {
+        let bins = scale.bins;
+        let dense = |nodes: &mut dyn Iterator<Item = NodeId>| -> Vec<u32> {
+            let mut ids: HashMap<NodeId, u32> = HashMap::new();
+            nodes
+                .map(|node| {
+                    let next = ids.len() as u32;
+                    *ids.entry(node).or_insert(next)
+                })
+                .collect()
+        };
+        let kind = dense(&mut outgoing.iter().map(|&c| pairs[c as usize].callee));
+        let caller = dense(&mut incoming.iter().map(|&p| pairs[p as usize].caller));
+        let kinds = kind.iter().max().map_or(0, |&k| k + 1);
+        let total = candidates.parents.len();
+        let callers = caller.iter().max().map_or(0, |&a| a + 1);
+        let mut watcher_offsets = vec![0u32; incoming.len() + 1];
+        for &p in &candidates.parents {
+            watcher_offsets[p as usize + 1] += 1;
+        }
+        for i in 0..incoming.len() {
+            watcher_offsets[i + 1] += watcher_offsets[i];
+        }
+        let mut fill = watcher_offsets.clone();
+        let mut watchers = vec![0u32; total];
+        for k in 0..outgoing.len() {
+            for &p in candidates.of(k) {
+                watchers[fill[p as usize] as usize] = k as u32;
+                fill[p as usize] += 1;
+            }
+        }
+        let orphan_log = orphan_logs(pairs, outgoing, &kind, kinds as usize, scale.lost);
+        NodeCalls {
+            pairs,
+            outgoing,
+            incoming,
+            kind,
+            caller,
+            events: EventKinds { kinds },
+            actions: f64::from(kinds + 1 + u32::from(scale.async_children)),
+            unknown_delay: -(bins.count() as f64).ln(),
+            unknown_transition: -f64::from(kinds + 1 + u32::from(scale.async_children)).ln(),
+            bins,
+            ln_span: bins.ln_spans(scale.tick, scale.skew_window),
+            orphans: scale.lost > 0.0,
+            async_children: scale.async_children,
+            dense: false,
+            skew_window: scale.skew_window,
+            reweighing: scale.reweighing,
+            orphan_log,
+            table: bins.table(),
+            callers: callers as usize,
+            link_keys: (callers * kinds) as usize,
+            watchers,
+            watcher_offsets,
+        }
+    }
+
+    /// Child `k` (index into `outgoing`).
+    pub(super) fn child(&self, k: u32) -> &CallPair {
+        &self.pairs[self.outgoing[k as usize] as usize]
+    }
+
+    /// Parent `p` (index into `incoming`).
+    pub(super) fn parent(&self, p: u32) -> &CallPair {
+        &self.pairs[self.incoming[p as usize] as usize]
+    }
+
+    /// Whether parent `p` answered before child `k` returned: an asynchronous link.
+    pub(super) fn answered(&self, k: u32, p: u32) -> bool {
+        outlives(self.child(k), self.parent(p), self.skew_window)
+    }
+
+    /// For child `k` under parent `p`: the dense id of (p's caller A, k's callee C),
+    /// the bin of the delay from p's arrival to k leaving, and the bin of the gap from
+    /// k's return to p's answer. (Cheaper to recompute each round than to keep.)
+    pub(super) fn link_bins(&self, k: u32, p: u32) -> (usize, usize, usize) {
+        let (child, parent) = (self.child(k), self.parent(p));
+        let key = self.caller[p as usize] as usize * self.events.kinds as usize
+            + self.kind[k as usize] as usize;
+        let start = self.table.index(child.caller_send - parent.callee_recv);
+        let end = self.table.index(parent.callee_return - child.caller_return);
+        (key, start, end)
+    }
+
+    pub(super) fn watchers_of(&self, parent: u32) -> &[u32] {
+        let at = parent as usize;
+        &self.watchers[self.watcher_offsets[at] as usize..self.watcher_offsets[at + 1] as usize]
+    }
+
+    /// Walks parent `p`'s sequence with `children` (in the order they left B) as its
+    /// calls out, visiting every action's [`Factor`], its delay measured from the
+    /// latest event of `p` at or before the action. At equal times an arrival comes
+    /// first, then returns, then calls leaving (a call that left in the tick its
+    /// sibling returned is taken to follow that return). With asynchronous children,
+    /// the answer comes before the calls that left after it, an untimed end after every
+    /// action, so that the chain learns how often a parent calls on after it answered,
+    /// and for every call out whether the parent waited for it ([`ParentWait`]).
+    pub(super) fn walk(
+        &self,
+        p: u32,
+        children: impl Iterator<Item = u32>,
+        open: &mut Vec<(Nanos, u32)>,
+        mut visit: impl FnMut(Factor),
+    ) {
+        // Events as (time, kind, class): class 0 the arrival, 1 a call leaving, 2 a
+        // call returning, 3 the answer.
+        type Event = (Nanos, u32, usize);
+        let ev = self.events;
+        let caller = self.caller[p as usize];
+        let (arrival, answer) = (self.parent(p).callee_recv, self.parent(p).callee_return);
+        open.clear();
+        let mut previous = EventKinds::ARRIVAL;
+        let mut left: Option<Event> = None;
+        let mut returned: Option<Event> = None;
+        let mut answered: Option<Event> = None;
+        let mut reference = |at: Nanos,
+                             open: &mut Vec<(Nanos, u32)>,
+                             left: Option<Event>,
+                             answered: Option<Event>| {
+            open.retain(|&(back, kind)| {
+                if back > at {
+                    return true;
+                }
+                if returned.map_or(true, |(latest, _, _)| back >= latest) {
+                    returned = Some((back, ev.returns(kind), 2));
+                }
+                false
+            });
+            let mut best: Event = (arrival, EventKinds::ARRIVAL, 0);
+            for event in [returned, left, answered].into_iter().flatten() {
+                if event.0 >= best.0 {
+                    best = event;
+                }
+            }
+            best
+        };
+        let timed = |at: Nanos, action: u32, (since, before, class): Event, previous: u32| Factor {
+            delay_key: ev.key(caller, before, action),
+            pooled_key: class * ev.count() as usize + action as usize,
+            delay: at - since,
+            timed: true,
+            awaited: None,
+            transition_key: ev.key(caller, previous, action),
+            context_key: ev.key(caller, previous, 0),
+        };
+        for k in children {
+            let child = self.child(k);
+            let (at, kind) = (child.caller_send, self.kind[k as usize]);
+            if self.async_children
+                && answered.is_none()
+                && at >= answer
+                && child.caller_return > answer
+            {
+                // The first call out after the answer: the answer comes first.
+                visit(timed(
+                    answer,
+                    ev.answer(),
+                    reference(answer, open, left, None),
+                    previous,
+                ));
+                previous = ev.answer();
+                answered = Some((answer, ev.answer(), 3));
+            }
+            let action = ev.leaves(kind);
+            visit(timed(
+                at,
+                action,
+                reference(at, open, left, answered),
+                previous,
+            ));
+            if self.async_children {
+                // Whether the parent waited for it, and if not whether it had answered
+                // already: otherwise nothing would stop a parent from answering as if
+                // its children had not been made.
+                let wait = if child.caller_return <= answer + self.skew_window {
+                    ParentWait::Awaited
+                } else if at < answer {
+                    ParentWait::Outlived
+                } else {
+                    ParentWait::AfterAnswer
+                };
+                visit(Factor {
+                    delay_key: (caller * self.events.kinds + kind) as u64,
+                    pooled_key: 0,
+                    delay: 0,
+                    timed: false,
+                    awaited: Some(wait),
+                    transition_key: 0,
+                    context_key: 0,
+                });
+            }
+            previous = action;
+            left = Some((at, action, 1));
+            open.push((child.caller_return, kind));
+        }
+        if answered.is_none() {
+            visit(timed(
+                answer,
+                ev.answer(),
+                reference(answer, open, left, None),
+                previous,
+            ));
+            previous = ev.answer();
+        }
+        if self.async_children {
+            visit(Factor {
+                delay_key: 0,
+                pooled_key: 0,
+                delay: 0,
+                timed: false,
+                awaited: None,
+                transition_key: ev.key(caller, previous, ev.end()),
+                context_key: ev.key(caller, previous, 0),
+            });
+        }
+    }
+}
+
+/// One factor of a parent's likelihood: an action, timed from the event before it.
+pub(super) struct Factor {
+    /// (caller, event before, action): whose delay density times the action.
+    pub(super) delay_key: u64,
+    /// (class of the event before, action): the pooled density, when the above was
+    /// never seen.
+    pub(super) pooled_key: usize,
+    pub(super) delay: Nanos,
+    /// Whether the action has a delay (all but the end of a sequence that may go on
+    /// past its answer).
+    pub(super) timed: bool,
+    /// With asynchronous children, for each call out: whether the parent waited for it.
+    /// Such a factor is this alone, for the link key (caller A, kind C) in `delay_key`.
+    pub(super) awaited: Option<ParentWait>,
+    /// (caller, previous action, action): the Markov chain's transition.
+    pub(super) transition_key: u64,
+    /// (caller, previous action, 0): where the chance of an unseen action is kept.
+    pub(super) context_key: u64,
+}
+
+/// How a parent treated one of its calls out.
+#[derive(Clone, Copy)]
+pub(super) enum ParentWait {
+    /// It answered after the call returned.
+    Awaited = 0,
+    /// It made the call, then answered before the call returned (fire and forget).
+    Outlived = 1,
+    /// It made the call after it answered (write-back).
+    AfterAnswer = 2,
+}

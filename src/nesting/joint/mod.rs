@@ -1,0 +1,289 @@
+//! The improved parent choice (`--algorithm joint`, the default): the children of one
+//! node are given parents jointly, under a model learned from the trace itself, instead
+//! of one at a time under fixed penalties. Owns the model and the search; candidates and
+//! the first, greedy answer come from the paper's steps.
+//!
+//! The model is of what one call into node B does while it is open. For node B, an
+//! assignment of parents to B's outgoing calls is scored by its log-likelihood, the
+//! sum of four parts, each learned from the assignment itself:
+//!
+//! - a sequence of actions per parent (its calls out, in the order they left, then its
+//!   answer), each timed from the latest event of that parent before it — its arrival,
+//!   its previous call leaving, or one of its calls returning — under a density per
+//!   (parent's caller A, kind of that event, action): a sequential call leaves soon
+//!   after its sibling returns, a parallel one soon after its sibling left, a service
+//!   answers soon after the last call it waited for;
+//! - which action follows which, as a Markov chain per A over the actions' kinds (a
+//!   call to C, or the answer): the order a parent makes its calls in;
+//! - per child, the delay from its parent's arrival to the child leaving and the gap
+//!   from the child's return to the parent's answer, under densities per (A, C): the
+//!   paper's scoreboard, normalised, and its mirror on the return side, which still
+//!   speaks for children that neither follow a sibling nor return last;
+//! - per parent, the set of children it makes (which kinds, how many of each), under a
+//!   distribution per A, smoothed towards the kinds counted independently under
+//!   distributions per (A, C): fan-out services make one of each, serial ones several,
+//!   and a service that calls C, D and E or none of them never calls only two. This
+//!   replaces the paper's fixed overlap penalty, which is right for serial services
+//!   and wrong for fan-out.
+//!
+//! The sequence's densities are in time: a bin's learned share divided by the span of
+//! time the bin stands for (its width, or the trace's tick where that is coarser; the
+//! first bin also holds the negative delays of the skew window). Shares of exponential
+//! bins would favour long delays, whose bins are wider: at high parallelism, where
+//! most candidates are wrong, that led the search to give calls to the oldest open
+//! request, and a skew window's negative delays, all in the first bin, to none. The
+//! per-child fits stay shares per bin, as the paper's scoreboard reads them.
+//!
+//! Where a node's children have several candidates each, the search runs from three
+//! starts and keeps the likelier end: the paper's greedy answer; the same answer with
+//! hard EM made robust, each delay density learned again from the three quarters of
+//! its delays that fit it best; and one from soft EM over the per-link densities,
+//! which weighs every candidate and does not commit early. At high parallelism most
+//! of the greedy answer's links are wrong, and hard EM, learning from them, keeps
+//! densities broad enough to hold them (multi-tier at ×4: the parents given two AUTH
+//! calls, where each makes one or none, grew from 405 to 558 over the rounds);
+//! learning from the delays that fit best lets the densities sharpen towards the true
+//! ones. Robust learning also cuts the true tails of broad delays, so its end must be
+//! clearly likelier under a model learned from all delays. The greedy start can also
+//! give a whole kind of call to the wrong requests, and hard EM, learning from that,
+//! keeps it so (multi-tier at ×4: every AUTH call); elsewhere it ends as well or
+//! better, so the soft start's end must be clearly likelier to replace it. The ends
+//! are compared with each parent's calls ordered given its set of children: the chain
+//! the search uses also says how many calls a parent makes, which the set already
+//! said, and that second count favours an end that piles children onto a few parents.
+//!
+//! Where the trace lost calls into a node, a child may also have no parent: its
+//! parent's call was lost. That is scored as a density in time too, the share of calls
+//! lost times the rate at which children of its kind leave, so a child whose every
+//! candidate fits worse than chance stays a root rather than joining another request.
+//!
+//! Every child is an action of exactly one parent (or, an orphan, scored by one
+//! density instead) and every parent answers once, so every assignment is scored by
+//! the same number of factors. A sequence density seen
+//! few times is shrunk towards one pooled over callers and kinds of event, so hard EM
+//! cannot fit it to its own first guess. From each start, the
+//! search moves single children, swaps the parents of two children of one kind, and
+//! exchanges the whole sets of children of two parents, while the log-likelihood
+//! rises; then it re-learns the model from the new assignment and searches again
+//! (hard EM) until a round changes almost nothing: first with the kinds of children
+//! counted independently, then with whole sets. Every step rescores only the two
+//! parents it touches, so the work stays linear in the trace.
+//!
+//! The rooms: [`calls`] holds one node's calls as arrays and walks a parent's sequence
+//! of actions; [`model`] learns the densities, the chain and the sets from an
+//! assignment; [`likelihood`] scores a parent's children under them; [`families`]
+//! keeps each parent's children as threaded lists; [`search`] improves an assignment
+//! step by step; [`starts`] makes the starts and settles each by hard EM. This file
+//! chooses among the ends.
+
+mod calls;
+mod families;
+mod likelihood;
+mod model;
+mod search;
+mod starts;
+#[cfg(test)]
+mod tests;
+
+use super::call_pairs::CallPair;
+use super::candidates::Candidates;
+use super::parents::NO_PARENT;
+use super::scoreboard::Bins;
+use crate::trace::Nanos;
+use calls::NodeCalls;
+use search::Assignment;
+use starts::{settle, soft_start};
+
+pub use starts::async_start;
+
+/// Mean candidates per child from which the robust and soft starts are tried too:
+/// below it the greedy start's end was always kept, at twice the time (docs/tuning.md).
+const SOFT_FROM_PARALLELISM: f64 = 3.0;
+/// ln-likelihood per child by which another start's end must beat the greedy start's
+/// to replace it: above the noise between two good ends (docs/tuning.md).
+const REPLACE_MARGIN: f64 = 0.05;
+
+// Every "none" of the search's indexes is u32::MAX, named here for what it stands for.
+/// "No link": a child without a parent.
+const NO_LINK: u32 = u32::MAX;
+/// "No child": the end of a parent's list of children, or no child in an edit of one.
+const NO_CHILD: u32 = u32::MAX;
+/// "No density": a key the model learned no density for.
+const NO_DENSITY: u32 = u32::MAX;
+/// The stamp of a gain never computed: the clock starts at 0 and counts up.
+const STALE: u32 = u32::MAX;
+
+/// The joint choice for one node.
+pub struct JointChoice {
+    /// Per child, the index into `incoming` of its parent, or [`NO_PARENT`].
+    pub parents: Vec<u32>,
+    /// Per child, 1 − e^(−margin), the margin being the log-likelihood the assignment
+    /// would lose if the child moved to its best other candidate; 1 for a child with one
+    /// candidate or none.
+    pub confidence: Vec<f32>,
+    /// For the child named by `explain`: each candidate (index into `incoming`) with the
+    /// log-likelihood the final assignment would lose if the child moved there (0 for
+    /// its parent).
+    pub explained: Vec<(u32, f64)>,
+}
+
+/// Where the search starts: per child, an index into `incoming` (a candidate of the
+/// child's) or [`NO_PARENT`].
+pub enum Start {
+    /// The paper's greedy choice; where children have several candidates each, the
+    /// robust start from it and soft EM's answer join it, and the likelier end is kept.
+    Greedy(Vec<u32>),
+    /// Only this assignment (for evaluation: the true parents).
+    Given(Vec<u32>),
+}
+
+/// Improves `start` for the children of one node. `incoming` and `outgoing` are sorted
+/// as for the candidates.
+pub fn choose_jointly(
+    pairs: &[CallPair],
+    incoming: &[u32],
+    outgoing: &[u32],
+    candidates: &Candidates,
+    scale: NodeSettings,
+    start: Start,
+    explain: Option<usize>,
+) -> JointChoice {
+    let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale);
+    // The robust and soft starts run where children have several candidates each.
+    // Parallelism among the open calls: answered ones, with asynchronous children, are
+    // far more numerous than the parents they turn out to be.
+    let open: Vec<usize> = (0..outgoing.len())
+        .map(|k| {
+            candidates
+                .of(k)
+                .iter()
+                .filter(|&&p| !calls.answered(k as u32, p))
+                .count()
+        })
+        .collect();
+    let (links, with_candidates) = open
+        .iter()
+        .filter(|&&n| n > 0)
+        .fold((0, 0), |(links, children), &n| (links + n, children + 1));
+    let parallelism = links as f64 / f64::from(with_candidates.max(1));
+    calls.dense = parallelism >= SOFT_FROM_PARALLELISM;
+    let calls = calls;
+    let initial = match start {
+        Start::Greedy(initial) => initial,
+        Start::Given(given) => {
+            let state = settle(&calls, candidates, given, false);
+            return chosen(&state, candidates, explain);
+        }
+    };
+    if !calls.dense {
+        let state = settle(&calls, candidates, initial, false);
+        return chosen(&state, candidates, explain);
+    }
+    // The three starts are independent: on two cores, a trace whose time goes to one
+    // node takes the time of two starts instead of three.
+    let ((robust, plain), soft) = rayon::join(
+        || {
+            rayon::join(
+                || relearned(settle(&calls, candidates, initial.clone(), true)),
+                || relearned(settle(&calls, candidates, initial.clone(), false)),
+            )
+        },
+        || {
+            Some(soft_start(&calls, candidates, &open, &initial))
+                .filter(|soft| *soft != initial)
+                .map(|soft| settle(&calls, candidates, soft, false))
+        },
+    );
+    // The greedy answer's end, or the robust start's from it if clearly likelier, both
+    // scored under models learned again from all their delays.
+    let gain = robust.sequence_likelihood() - plain.sequence_likelihood();
+    let mut state = if gain > REPLACE_MARGIN * plain.chosen.len() as f64 {
+        robust
+    } else {
+        plain
+    };
+    if let Some(other) = soft {
+        let gain = other.sequence_likelihood() - state.sequence_likelihood();
+        if gain > REPLACE_MARGIN * state.chosen.len() as f64 {
+            state = other;
+        }
+    }
+    chosen(&state, candidates, explain)
+}
+
+/// `state` with its model learned again from all its delays and whole sets.
+fn relearned(mut state: Assignment) -> Assignment {
+    state.robust = false;
+    state.learn();
+    state.learn_sets();
+    state
+}
+
+/// The parents `state` ended with, their confidences, and the explanation asked for.
+fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -> JointChoice {
+    let confidence = state.confidence();
+    let explained = explain.map_or_else(Vec::new, |k| {
+        let k = k as u32;
+        let current = state.chosen[k as usize];
+        state
+            .row(k)
+            .map(|link| {
+                let loss = if link == current {
+                    0.0
+                } else {
+                    -state.move_gain(k, link)
+                };
+                (candidates.parents[link as usize], loss)
+            })
+            .collect()
+    });
+    let parents = state
+        .chosen
+        .iter()
+        .map(|&link| {
+            if link == NO_LINK {
+                NO_PARENT
+            } else {
+                candidates.parents[link as usize]
+            }
+        })
+        .collect();
+    JointChoice {
+        parents,
+        confidence,
+        explained,
+    }
+}
+
+/// What the joint choice needs to know of one node besides its calls: how delays are
+/// binned and how early a child may seem, how many calls the trace lost, whether
+/// children may be asynchronous, and how thoroughly the search weighs again.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeSettings {
+    /// The delay bins.
+    pub bins: Bins,
+    /// The trace's tick (see [`super::call_pairs::tick`]).
+    pub tick: Nanos,
+    /// How early a child may seem to start (see [`super::candidates::find_candidates`]).
+    pub skew_window: Nanos,
+    /// Share of the calls into the node that the trace lost a message of.
+    pub lost: f64,
+    /// Whether a parent may answer before a child returns (see
+    /// [`super::NestOptions::async_window`]): then every parent's sequence goes on past
+    /// its answer, to its calls out after it and an end, and says of each call out
+    /// whether it was waited for.
+    pub async_children: bool,
+    /// How a child looked at again is weighed.
+    pub reweighing: Reweighing,
+}
+
+/// How the search weighs a child it looks at again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reweighing {
+    /// Only the steps a change since its last look could alter, and each pair of
+    /// parents' exchange and split once per change of either.
+    #[default]
+    OnlyWhatChanged,
+    /// Every step, every time: the same choices, slower; a check of the other.
+    Everything,
+}

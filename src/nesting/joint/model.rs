@@ -1,0 +1,442 @@
+//! What the joint choice learns from an assignment (hard EM's M step): the delay
+//! densities of each parent's sequence, shrunk towards pooled ones and turned into
+//! densities in time; the Markov chain of actions; the per-link start and return fits;
+//! how many children of each kind a parent makes, and whole sets of them. Scoring under
+//! the model is [`super::likelihood`]'s.
+
+use super::calls::EventKinds;
+use super::search::Assignment;
+use super::{NO_DENSITY, NO_LINK};
+use crate::nesting::call_pairs::CallPair;
+use crate::nesting::scoreboard::{log_densities, smooth_histograms};
+use crate::trace::Nanos;
+use hashbrown::HashMap;
+
+/// Gaussian smoothing of the learned delay histograms, in bins (5% wide by default):
+/// wider helped media a little and cost hotel more (docs/tuning.md).
+pub(super) const SMOOTHING: f64 = 2.0;
+/// Share of each density spread uniformly, so an unusual delay is unlikely, not impossible.
+pub(super) const UNIFORM: f64 = 0.02;
+/// Pseudo-count of every action after every action when learning the Markov chain,
+/// and of every count of children of one kind.
+pub(super) const PSEUDO_COUNT: f64 = 0.5;
+/// Weight, in samples, of the pooled density in every specific delay density, so that
+/// hard EM cannot fit a rarely seen density to its own guess (docs/tuning.md).
+pub(super) const PRIOR: f64 = 200.0;
+/// Share of each delay density's delays, those that fit it worst, that the robust start
+/// leaves out when it learns the density again (docs/tuning.md).
+pub(super) const LEFT_OUT: f64 = 0.25;
+/// Weight, in parents, of the independent counts in the distribution of sets of children.
+pub(super) const SET_PRIOR: f64 = 2.0;
+/// How much each set's count is lowered when the model scores a parent's set: a set
+/// made by one parent alone is no evidence for itself (docs/tuning.md).
+pub(super) const SET_DISCOUNT: f64 = 1.0;
+/// Children of one kind per parent beyond this count as this many.
+pub(super) const MAX_CHILDREN: usize = 32;
+
+/// Per kind of child, the ln-likelihood of a child of that kind leaving when it did
+/// with its parent's call lost: ln(share of calls into the node that were lost) +
+/// ln(children of that kind per nanosecond), a density in time like the sequence's.
+/// Minus infinity, so never chosen, where the trace lost no call into the node.
+pub(super) fn orphan_logs(
+    pairs: &[CallPair],
+    outgoing: &[u32],
+    kind: &[u32],
+    kinds: usize,
+    lost: f64,
+) -> Vec<f64> {
+    let mut count = vec![0.0f64; kinds];
+    let mut first = vec![Nanos::MAX; kinds];
+    let mut last = vec![Nanos::MIN; kinds];
+    for (&child, &c) in outgoing.iter().zip(kind) {
+        let at = pairs[child as usize].caller_send;
+        let c = c as usize;
+        count[c] += 1.0;
+        first[c] = first[c].min(at);
+        last[c] = last[c].max(at);
+    }
+    (0..kinds)
+        .map(|c| {
+            if lost > 0.0 {
+                lost.ln() + (count[c] / (last[c] - first[c]).max(1) as f64).ln()
+            } else {
+                f64::NEG_INFINITY
+            }
+        })
+        .collect()
+}
+
+/// Turns ln-shares of bins into ln-densities in time.
+pub(super) fn per_time(histograms: &mut [f64], ln_span: &[f64]) {
+    for histogram in histograms.chunks_mut(ln_span.len()) {
+        for (w, span) in histogram.iter_mut().zip(ln_span) {
+            *w -= span;
+        }
+    }
+}
+
+/// A key for caller `a` with the sorted kinds of a set of children (a kind repeated
+/// beyond [`MAX_CHILDREN`] times counts as that many): a 64-bit mix, whose collisions
+/// among the few thousand sets of a trace are vanishingly unlikely.
+pub(super) fn set_key(a: usize, sorted_kinds: &[u32]) -> u64 {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut key = mix(a as u64 + 1);
+    for run in sorted_kinds.chunk_by(|x, y| x == y) {
+        let count = run.len().min(MAX_CHILDREN) as u64;
+        key = mix(key ^ (u64::from(run[0]) << 8 | count));
+    }
+    key
+}
+
+/// Values by key: an array where the node's key space is small (the common case, and
+/// the search reads it for every action it scores), a hash map where it is not.
+pub(super) enum ValuesByKey<T> {
+    Dense(Vec<T>),
+    Sparse(HashMap<u64, T>),
+}
+
+impl<T: Copy> ValuesByKey<T> {
+    /// Largest key space kept as an array.
+    pub(super) const DENSE: u64 = 1 << 20;
+
+    pub(super) fn new(space: u64, missing: T) -> Self {
+        if space <= Self::DENSE {
+            ValuesByKey::Dense(vec![missing; space as usize])
+        } else {
+            ValuesByKey::Sparse(HashMap::new())
+        }
+    }
+
+    pub(super) fn get(&self, key: u64, missing: T) -> T {
+        match self {
+            ValuesByKey::Dense(values) => values[key as usize],
+            ValuesByKey::Sparse(values) => values.get(&key).copied().unwrap_or(missing),
+        }
+    }
+
+    pub(super) fn set(&mut self, key: u64, value: T) {
+        match self {
+            ValuesByKey::Dense(values) => values[key as usize] = value,
+            ValuesByKey::Sparse(values) => {
+                values.insert(key, value);
+            }
+        }
+    }
+}
+
+/// The learned model: delay densities and the Markov chain of actions.
+pub(super) struct Model {
+    /// Per delay key, the start of its ln-density in `density`, or [`NO_DENSITY`].
+    pub(super) delay_at: ValuesByKey<u32>,
+    pub(super) density: Vec<f64>,
+    /// The same, pooled over callers and over the kind of the event before (for
+    /// (caller, event, action) never seen), by pooled key.
+    pub(super) pooled_at: Vec<u32>,
+    pub(super) pooled: Vec<f64>,
+    /// ln P(action | caller, previous action) for every pair seen, NaN for the others;
+    /// with the action 0 (the arrival is never an action), the ln P of an action never
+    /// seen after that (caller, previous action).
+    pub(super) transition: ValuesByKey<f64>,
+    /// Per (caller A, kind C), ln P of each [`ParentWait`]; empty unless children may be
+    /// asynchronous.
+    pub(super) awaited_log: Vec<f64>,
+}
+
+impl Model {
+    pub(super) fn empty(events: EventKinds, callers: usize) -> Self {
+        let n = events.count();
+        let space = callers as u64 * n * n;
+        Model {
+            delay_at: ValuesByKey::new(space, NO_DENSITY),
+            density: Vec::new(),
+            pooled_at: vec![NO_DENSITY; 4 * n as usize],
+            pooled: Vec::new(),
+            transition: ValuesByKey::new(space, f64::NAN),
+            awaited_log: Vec::new(),
+        }
+    }
+}
+
+impl Assignment<'_> {
+    /// Re-learns the delay densities and the Markov chain from the assignment, and
+    /// rescores every parent.
+    pub(super) fn learn(&mut self) {
+        let calls = self.calls;
+        let bins = calls.bins.count();
+        let mut model = Model::empty(calls.events, calls.callers);
+        let mut delays: Vec<f64> = Vec::new();
+        let mut pooled: Vec<f64> = Vec::new();
+        // Keys of the specific densities in the order first seen, so the prior is
+        // added in a fixed order whatever the table.
+        let mut delay_keys: Vec<(u64, usize)> = Vec::new();
+        let mut transitions: HashMap<u64, f64> = HashMap::new();
+        let mut waits = vec![0.0; 3 * calls.link_keys];
+        let mut open = self.open.borrow_mut();
+        let cutoffs = if self.robust {
+            self.cutoffs(&mut open)
+        } else {
+            HashMap::new()
+        };
+        for p in 0..self.score.len() as u32 {
+            calls.walk(p, self.children.of(p), &mut open, |factor| {
+                if let Some(wait) = factor.awaited {
+                    waits[3 * factor.delay_key as usize + wait as usize] += 1.0;
+                    return;
+                }
+                *transitions.entry(factor.transition_key).or_default() += 1.0;
+                if !factor.timed {
+                    return;
+                }
+                let bin = calls.table.index(factor.delay);
+                if let Some(&cutoff) = cutoffs.get(&factor.delay_key) {
+                    if self.learned_density(factor.delay_key, bin) < cutoff {
+                        return;
+                    }
+                }
+                let mut at = model.delay_at.get(factor.delay_key, NO_DENSITY);
+                if at == NO_DENSITY {
+                    at = delays.len() as u32;
+                    delays.resize(delays.len() + bins, 0.0);
+                    model.delay_at.set(factor.delay_key, at);
+                    delay_keys.push((factor.delay_key, factor.pooled_key));
+                }
+                delays[at as usize + bin] += 1.0;
+                let pool = &mut model.pooled_at[factor.pooled_key];
+                if *pool == NO_DENSITY {
+                    *pool = pooled.len() as u32;
+                    pooled.resize(pooled.len() + bins, 0.0);
+                }
+                pooled[*pool as usize + bin] += 1.0;
+            });
+        }
+        drop(open);
+        smooth_histograms(&mut delays, bins, SMOOTHING);
+        smooth_histograms(&mut pooled, bins, SMOOTHING);
+        // Each pooled histogram as a density.
+        for histogram in pooled.chunks_mut(bins) {
+            let total: f64 = histogram.iter().sum();
+            histogram.iter_mut().for_each(|w| *w /= total);
+        }
+        // A specific density is its counts plus the pooled density weighted as
+        // PRIOR samples: the mean of a Dirichlet posterior centred on the pooled one,
+        // so a (caller, event, action) seen a few times cannot overfit its own choice.
+        for &(key, pooled_key) in &delay_keys {
+            let at = model.delay_at.get(key, NO_DENSITY) as usize;
+            let pool = model.pooled_at[pooled_key] as usize;
+            for b in 0..bins {
+                delays[at + b] += PRIOR * pooled[pool + b];
+            }
+        }
+        log_densities(&mut delays, bins, UNIFORM);
+        for histogram in pooled.chunks_mut(bins) {
+            histogram
+                .iter_mut()
+                .for_each(|w| *w = (*w * (1.0 - UNIFORM) + UNIFORM / bins as f64).ln());
+        }
+        per_time(&mut delays, &calls.ln_span);
+        per_time(&mut pooled, &calls.ln_span);
+        model.density = delays;
+        model.pooled = pooled;
+
+        // Totals per (caller, previous action): the transition key with action 0.
+        let action = calls.events.count();
+        let mut totals: HashMap<u64, f64> = HashMap::new();
+        for (&key, &n) in &transitions {
+            *totals.entry(key - key % action).or_default() += n;
+        }
+        let spread = PSEUDO_COUNT * calls.actions;
+        for (&key, &n) in &transitions {
+            let total = totals[&(key - key % action)];
+            model
+                .transition
+                .set(key, ((n + PSEUDO_COUNT) / (total + spread)).ln());
+        }
+        for (&key, &total) in &totals {
+            model
+                .transition
+                .set(key, (PSEUDO_COUNT / (total + spread)).ln());
+        }
+        // ln P(a parent waits for a call of kind C, or not, or makes it after it
+        // answered), per (A, C).
+        model.awaited_log = waits
+            .chunks(3)
+            .flat_map(|n| {
+                let total = n.iter().sum::<f64>() + 3.0 * PSEUDO_COUNT;
+                n.iter()
+                    .map(|&n| ((n + PSEUDO_COUNT) / total).ln())
+                    .collect::<Vec<f64>>()
+            })
+            .collect();
+        self.model = model;
+        self.learn_links();
+        self.rescore_all();
+    }
+
+    /// ln density, under the model learned last, of a delay in `bin` for the density
+    /// of `delay_key`, if it has one of its own.
+    pub(super) fn learned_density(&self, delay_key: u64, bin: usize) -> f64 {
+        match self.model.delay_at.get(delay_key, NO_DENSITY) {
+            NO_DENSITY => f64::NAN,
+            at => self.model.density[at as usize + bin],
+        }
+    }
+
+    /// Per delay density learned last, the ln density below which the worst-fitting
+    /// [`LEFT_OUT`] of its delays under the present assignment fall: hard EM from a
+    /// greedy answer whose links are mostly wrong learns densities broad enough to
+    /// keep them, and learning again from the delays that fit best lets each sharpen
+    /// towards the true one.
+    pub(super) fn cutoffs(&self, open: &mut Vec<(Nanos, u32)>) -> HashMap<u64, f64> {
+        let calls = self.calls;
+        let mut fits: HashMap<u64, Vec<f64>> = HashMap::new();
+        for p in 0..self.score.len() as u32 {
+            calls.walk(p, self.children.of(p), open, |factor| {
+                if factor.awaited.is_some() || !factor.timed {
+                    return;
+                }
+                let ln = self.learned_density(factor.delay_key, calls.table.index(factor.delay));
+                if !ln.is_nan() {
+                    fits.entry(factor.delay_key).or_default().push(ln);
+                }
+            });
+        }
+        fits.into_iter()
+            .map(|(key, mut ln)| {
+                let at = (ln.len() as f64 * LEFT_OUT) as usize;
+                let (_, cutoff, _) = ln.select_nth_unstable_by(at, f64::total_cmp);
+                (key, *cutoff)
+            })
+            .collect()
+    }
+
+    /// Learns the per-link start-delay and return-gap densities per (A, C) and the
+    /// distribution of how many children of kind C a parent called by A makes.
+    pub(super) fn learn_links(&mut self) {
+        let calls = self.calls;
+        let bins = calls.bins.count();
+        let keys = calls.link_keys;
+        if self.bins.is_empty() {
+            // Bins fit 16 bits: the options are refused beyond that.
+            let mut at = Vec::with_capacity(self.candidates.parents.len());
+            for k in 0..self.chosen.len() as u32 {
+                for link in self.row(k) {
+                    let (_, start, gap) = calls.link_bins(k, self.parent_of(link));
+                    at.push([start as u16, gap as u16]);
+                }
+            }
+            self.bins = at;
+        }
+        let parents = &self.candidates.parents;
+        let key_of = |k: usize, link: u32| {
+            calls.caller[parents[link as usize] as usize] as usize * calls.events.kinds as usize
+                + calls.kind[k] as usize
+        };
+        let mut start = vec![0.0; keys * bins];
+        let mut end = vec![0.0; keys * bins];
+        for (k, &link) in self.chosen.iter().enumerate() {
+            if link == NO_LINK {
+                continue;
+            }
+            let [at, gap] = self.bins[link as usize];
+            let key = key_of(k, link);
+            start[key * bins + at as usize] += 1.0;
+            end[key * bins + gap as usize] += 1.0;
+        }
+        for histograms in [&mut start, &mut end] {
+            smooth_histograms(histograms, bins, SMOOTHING);
+            // Shares per bin, as the paper's scoreboard reads them: in time too, they
+            // would double the pull the sequence's densities already have towards
+            // short delays (penalty-breaker at ×4: 20.8% of instances in false
+            // patterns against 4.1%; media 77.7% of requests right against 79.5%).
+            log_densities(histograms, bins, UNIFORM);
+        }
+        let mut fit = std::mem::take(&mut self.fit);
+        fit.clear();
+        for k in 0..self.chosen.len() as u32 {
+            for link in self.row(k) {
+                let [at, gap] = self.bins[link as usize];
+                let key = key_of(k as usize, link);
+                fit.push((start[key * bins + at as usize] + end[key * bins + gap as usize]) as f32);
+            }
+        }
+        self.fit = fit;
+        let (sum, n) = self
+            .chosen
+            .iter()
+            .filter(|&&l| l != NO_LINK)
+            .fold((0.0, 0.0), |(s, n), &l| {
+                (s + f64::from(self.fit[l as usize]), n + 1.0)
+            });
+        self.mean_fit = if n > 0.0 { sum / n } else { 0.0 };
+
+        let width = MAX_CHILDREN + 1;
+        let kinds = calls.events.kinds as usize;
+        let mut histogram = vec![0.0; keys * width];
+        let mut parents_of = vec![0.0; calls.callers];
+        let mut seen = Vec::new();
+        for p in 0..self.score.len() {
+            let a = calls.caller[p] as usize;
+            parents_of[a] += 1.0;
+            seen.clear();
+            seen.extend(self.children.of(p as u32).map(|c| calls.kind[c as usize]));
+            seen.sort_unstable();
+            for run in seen.chunk_by(|x, y| x == y) {
+                histogram[(a * kinds + run[0] as usize) * width + run.len().min(MAX_CHILDREN)] +=
+                    1.0;
+            }
+        }
+        let spread = PSEUDO_COUNT * width as f64;
+        for (key, counts) in histogram.chunks_mut(width).enumerate() {
+            let parents = parents_of[key / kinds.max(1)];
+            let with: f64 = counts[1..].iter().sum();
+            counts[0] = (parents - with).max(0.0);
+            let total = parents.max(with) + spread;
+            for c in counts.iter_mut() {
+                *c = ((*c + PSEUDO_COUNT) / total).ln();
+            }
+        }
+        self.none_log = (0..calls.callers)
+            .map(|a| (0..kinds).map(|c| histogram[(a * kinds + c) * width]).sum())
+            .collect();
+        self.count_log = histogram;
+        self.parents_of = parents_of;
+        if self.whole_sets {
+            self.count_sets();
+        }
+    }
+
+    /// Counts how many parents made each set of children.
+    pub(super) fn count_sets(&mut self) {
+        let calls = self.calls;
+        let mut made: HashMap<u64, (f64, usize)> = HashMap::new();
+        let mut seen = self.kinds.borrow_mut();
+        for p in 0..self.score.len() {
+            seen.clear();
+            seen.extend(self.children.of(p as u32).map(|c| calls.kind[c as usize]));
+            seen.sort_unstable();
+            let a = calls.caller[p] as usize;
+            made.entry(set_key(a, &seen)).or_insert((0.0, a)).0 += 1.0;
+        }
+        drop(seen);
+        let mut base = vec![SET_PRIOR; calls.callers];
+        let mut sets: HashMap<u64, f64> = HashMap::with_capacity(made.len());
+        let mut keys: Vec<(u64, (f64, usize))> = made.into_iter().collect();
+        keys.sort_unstable_by_key(|&(key, _)| key);
+        for (key, (n, a)) in keys {
+            base[a] += SET_DISCOUNT.min(n);
+            sets.insert(key, n);
+        }
+        self.set_base = base;
+        self.sets = sets;
+    }
+
+    /// Adds the sets of children to the model learned last, and rescores every parent.
+    pub(super) fn learn_sets(&mut self) {
+        self.count_sets();
+        self.rescore_all();
+    }
+}

@@ -1,0 +1,68 @@
+//! What reading the input reported, in words: one line per capture (its host, own
+//! addresses and counts), the causality repair's line, and the warnings. The numbers
+//! are [`crate::input`]'s; the alignment table is [`super::alignment`]'s.
+
+use crate::input::{Input, Repaired};
+use crate::trace::mbox::MboxStats;
+use crate::trace::time::human_duration;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// One line per capture: what it held and which of its addresses are the host's.
+pub fn write_captures(input: &Input, out: &mut dyn Write) -> io::Result<()> {
+    for capture in &input.captures {
+        let own: Vec<String> = capture.local.iter().map(|a| a.to_string()).collect();
+        writeln!(
+            out,
+            "{} (host {}, own address {}): {}",
+            capture.path.display(),
+            capture.host,
+            if own.is_empty() {
+                "unknown".to_string()
+            } else {
+                own.join(", ")
+            },
+            capture.stats
+        )?;
+    }
+    Ok(())
+}
+
+/// The line that says what the causality repair moved.
+pub fn write_repair(repaired: &Repaired, out: &mut dyn Write) -> io::Result<()> {
+    let report = &repaired.report;
+    writeln!(
+        out,
+        "causality repair: {} of {} messages seen at both ends arrived before they left (+{}); after repair {}; {} event times moved, by {} at most, {} on average",
+        report.violations_before,
+        report.messages,
+        human_duration(repaired.min_latency as f64),
+        report.violations_after,
+        report.moved,
+        human_duration(report.largest_move_ns as f64),
+        human_duration(report.mean_move_ns),
+    )
+}
+
+/// The line that says what an mbox gave and what it set aside.
+pub fn write_mbox(path: &Path, stats: &MboxStats, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} emails, {} Received headers -> {} hops; skipped {} with unreadable dates, {} naming a generic host, {} missing a host",
+        path.display(),
+        stats.emails,
+        stats.received_headers,
+        stats.hops,
+        stats.unparseable_date,
+        stats.generic_host,
+        stats.missing_host
+    )
+}
+
+/// Every warning, one per line.
+pub fn write_warnings(input: &Input, out: &mut dyn Write) -> io::Result<()> {
+    for warning in &input.warnings {
+        writeln!(out, "{warning}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! What the integration tests share: the `blackbox` command, golden files with their
+//! bless switch, traces generated from the configs in `traces/configs/`, and the shop
+//! captures that ship in `traces/shop/`. The benches include `generated.rs` too.
+// Each test crate uses part of this module; the rest would be dead code there.
+#![allow(dead_code)]
+
+pub mod generated;
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+/// The `blackbox` binary, run from the package's root so that `traces/...` resolves.
+pub fn blackbox() -> Command {
+    let mut command = Command::cargo_bin("blackbox").expect("the binary is built");
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+/// Runs `command`, which must succeed (its stderr shows when it does not); its stdout.
+pub fn stdout_of(command: &mut Command) -> String {
+    let output = command.output().expect("the command runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// The stdout of `blackbox ARGS...`, which must succeed.
+pub fn blackbox_stdout(args: &[&str]) -> String {
+    stdout_of(blackbox().args(args))
+}
+
+/// A file under `tests/data/`.
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// Compares `actual` with the golden file `tests/data/NAME`, or rewrites it when
+/// BLACKBOX_BLESS is set (`BLACKBOX_BLESS=1 cargo test`).
+pub fn golden(name: &str, actual: &str) {
+    let path = data(name);
+    if std::env::var_os("BLACKBOX_BLESS").is_some() {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {}; run with BLACKBOX_BLESS=1",
+            path.display()
+        )
+    });
+    assert_eq!(actual, expected, "output differs from {}", path.display());
+}
+
+/// Paths of the shop's captures (one per host), sorted.
+pub fn shop_captures() -> Vec<String> {
+    let shop = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
+    let mut captures: Vec<String> = std::fs::read_dir(&shop)
+        .expect("traces/shop ships with the project")
+        .map(|e| e.expect("readable directory").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .map(|p| p.to_str().expect("UTF-8 path").to_owned())
+        .collect();
+    captures.sort();
+    captures
+}

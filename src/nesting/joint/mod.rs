@@ -69,11 +69,11 @@
 //! counted independently, then with whole sets. Every step rescores only the two
 //! parents it touches, so the work stays linear in the trace.
 //!
-//! The rooms: [`calls`] holds one node's calls as arrays and walks a parent's sequence
-//! of actions; [`model`] learns the densities, the chain and the sets from an
-//! assignment; [`likelihood`] scores a parent's children under them; [`families`]
-//! keeps each parent's children as threaded lists; [`search`] improves an assignment
-//! step by step; [`starts`] makes the starts and settles each by hard EM. This file
+//! The rooms: `calls` holds one node's calls as arrays and walks a parent's sequence
+//! of actions; `model` learns the densities, the chain and the sets from an
+//! assignment; `likelihood` scores a parent's children under them; `families`
+//! keeps each parent's children as threaded lists; `search` improves an assignment
+//! step by step; `starts` makes the starts and settles each by hard EM. This file
 //! chooses among the ends.
 
 mod calls;

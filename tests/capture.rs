@@ -165,47 +165,49 @@ fn snaplen_cut_packets_still_give_messages_by_turns() {
     assert!(stderr.contains("cut short by the snaplen"), "{stderr}");
 }
 
+/// One second of the multi-tier system as pcap captures in `dir`, and the one named
+/// `name` among them.
+fn captures_and_one(dir: &Path, name: &str) -> (Vec<PathBuf>, PathBuf) {
+    let (_, captures) = generate_both(dir, "multitier", 1, Payload::Http, Container::Pcap);
+    let one = captures.iter().find(|p| p.ends_with(name)).unwrap().clone();
+    (captures, one)
+}
+
+/// Nests `captures`, which must succeed with a warning matching `warning`.
+fn nest_warns(captures: &[PathBuf], warning: &str) -> assert_cmd::assert::Assert {
+    blackbox()
+        .arg("nest")
+        .args(captures)
+        .assert()
+        .success()
+        .stderr(predicate::str::is_match(warning).unwrap())
+}
+
 #[test]
 fn a_cut_off_capture_is_used_up_to_the_cut_and_the_cut_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, captures) = generate_both(dir.path(), "multitier", 1, Payload::Http, Container::Pcap);
-    let victim = captures.iter().find(|p| p.ends_with("DB.pcap")).unwrap();
-    let bytes = std::fs::read(victim).unwrap();
-    std::fs::write(victim, &bytes[..bytes.len() / 2 + 7]).unwrap();
-    blackbox()
-        .arg("nest")
-        .args(&captures)
-        .assert()
-        .success()
-        .stderr(
-            predicate::str::is_match(
-                r"warning: .*DB\.pcap: packet \d+ at byte \d+: the file ends inside a record",
-            )
-            .unwrap(),
-        )
-        .stdout(predicate::str::contains("client->WS"));
+    let (captures, victim) = captures_and_one(dir.path(), "DB.pcap");
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() / 2 + 7]).unwrap();
+    nest_warns(
+        &captures,
+        r"warning: .*DB\.pcap: packet \d+ at byte \d+: the file ends inside a record",
+    )
+    .stdout(predicate::str::contains("client->WS"));
 }
 
 #[test]
 fn a_damaged_record_stops_that_file_with_a_warning_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, captures) = generate_both(dir.path(), "multitier", 1, Payload::Http, Container::Pcap);
-    let victim = captures.iter().find(|p| p.ends_with("AUTH.pcap")).unwrap();
-    let mut bytes = std::fs::read(victim).unwrap();
+    let (captures, victim) = captures_and_one(dir.path(), "AUTH.pcap");
+    let mut bytes = std::fs::read(&victim).unwrap();
     // The third record's captured length: absurdly large.
     let first = 24 + 16 + u32::from_le_bytes(bytes[32..36].try_into().unwrap()) as usize;
     let second =
         first + 16 + u32::from_le_bytes(bytes[first + 8..first + 12].try_into().unwrap()) as usize;
     bytes[second + 8..second + 12].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
-    std::fs::write(victim, bytes).unwrap();
-    blackbox()
-        .arg("nest")
-        .args(&captures)
-        .assert()
-        .success()
-        .stderr(
-            predicate::str::is_match(r"warning: .*AUTH\.pcap: packet 3 at byte \d+: ").unwrap(),
-        );
+    std::fs::write(&victim, bytes).unwrap();
+    nest_warns(&captures, r"warning: .*AUTH\.pcap: packet 3 at byte \d+: ");
 }
 
 #[test]

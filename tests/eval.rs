@@ -3,7 +3,7 @@
 mod support;
 
 use predicates::prelude::*;
-use support::{blackbox, golden};
+use support::{blackbox, golden, written_and_stdout, written_by};
 
 /// Sequential requests: the algorithm cannot go wrong, so eval must report no error.
 const SEQUENTIAL: &str = "1 CALL A B 1 r1\n3 CALL B C 2 r1\n5 RET C B 2 r1\n7 CALL B D 3 r1\n9 RET D B 3 r1\n11 RET B A 1 r1\n\
@@ -19,23 +19,13 @@ fn sequential_trace() -> (tempfile::TempDir, std::path::PathBuf) {
 
 #[test]
 fn a_perfect_inference_reports_zero_errors() {
-    let (dir, trace) = sequential_trace();
-    let json = dir.path().join("eval.json");
-    blackbox()
-        .args([
-            "eval",
-            "-q",
-            "--json",
-            json.to_str().unwrap(),
-            trace.to_str().unwrap(),
-        ])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains(
-            "instances inferred exactly: 2 of 2 (100.0%)",
-        ));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let (_dir, trace) = sequential_trace();
+    let (json, stdout) = written_and_stdout(&["eval", "-q", trace.to_str().unwrap()], "--json");
+    assert!(
+        stdout.contains("instances inferred exactly: 2 of 2 (100.0%)"),
+        "{stdout}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     for kind in ["patterns", "instances", "messages"] {
         assert_eq!(doc["paths"][kind]["false_positives"], 0, "{kind}");
         assert_eq!(doc["paths"][kind]["false_negatives"], 0, "{kind}");
@@ -46,54 +36,30 @@ fn a_perfect_inference_reports_zero_errors() {
 #[test]
 fn planted_errors_in_a_truth_file_are_counted_exactly() {
     let (dir, trace) = sequential_trace();
-    let assignments = dir.path().join("inferred.tsv");
-    blackbox()
-        .args([
-            "nest",
-            "-q",
-            "--assignments",
-            assignments.to_str().unwrap(),
-            trace.to_str().unwrap(),
-        ])
-        .assert()
-        .success();
-    let right = std::fs::read_to_string(&assignments).unwrap();
+    let right = written_by(&["nest", "-q", trace.to_str().unwrap()], "--assignments");
     let truth = dir.path().join("truth.tsv");
-    std::fs::write(&truth, &right).unwrap();
-    blackbox()
-        .args([
-            "eval",
-            "-q",
-            "--truth",
-            truth.to_str().unwrap(),
-            trace.to_str().unwrap(),
-        ])
-        .assert()
-        .success()
-        .stdout(
-            predicate::str::contains("calls with their true parent: 5 of 5 (100.00%)")
-                .and(predicate::str::contains("2 of 2 (100.00%)")),
-        );
+    // Scores the trace against `parents` as its truth file.
+    let scored_against = |parents: &str| {
+        std::fs::write(&truth, parents).unwrap();
+        blackbox()
+            .args(["eval", "-q", "--truth"])
+            .args([&truth, &trace])
+            .assert()
+            .success()
+    };
+    scored_against(&right).stdout(
+        predicate::str::contains("calls with their true parent: 5 of 5 (100.00%)")
+            .and(predicate::str::contains("2 of 2 (100.00%)")),
+    );
     // Plant two errors: C of request 2 and D of request 1 are said to belong elsewhere.
     let planted = right
         .replace("B\tC\t5\t21.000000\tA\tB\t4", "B\tC\t5\t21.000000\tA\tB\t1")
         .replace("B\tD\t3\t7.000000\tA\tB\t1", "B\tD\t3\t7.000000\t-\t-\t-");
     assert_ne!(planted, right);
-    std::fs::write(&truth, planted).unwrap();
-    blackbox()
-        .args([
-            "eval",
-            "-q",
-            "--truth",
-            truth.to_str().unwrap(),
-            trace.to_str().unwrap(),
-        ])
-        .assert()
-        .success()
-        .stdout(
-            predicate::str::contains("calls with their true parent: 3 of 5 (60.00%)")
-                .and(predicate::str::contains("0 of 3 (0.00%)")),
-        );
+    scored_against(&planted).stdout(
+        predicate::str::contains("calls with their true parent: 3 of 5 (60.00%)")
+            .and(predicate::str::contains("0 of 3 (0.00%)")),
+    );
 }
 
 #[test]

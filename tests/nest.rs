@@ -8,7 +8,7 @@ use predicates::prelude::*;
 use std::io::Read;
 use std::path::Path;
 use std::process::Stdio;
-use support::{blackbox, blackbox_stdout, data, golden};
+use support::{blackbox, blackbox_stdout, data, golden, json_written_by, written_by};
 
 const SAMPLE: &str = "tests/data/multitier-sample.trace";
 
@@ -31,20 +31,7 @@ fn figure_2_prints_a_calls_b_calls_c_and_d() {
 
 #[test]
 fn figure_5_json_shows_the_medium_delays() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    blackbox()
-        .args([
-            "nest",
-            "-q",
-            "--json",
-            json.to_str().unwrap(),
-            data("figure5.trace").to_str().unwrap(),
-        ])
-        .assert()
-        .success();
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let doc = json_written_by(&["nest", "-q", data("figure5.trace").to_str().unwrap()]);
     let pattern = &doc["patterns"][0];
     assert_eq!(pattern["signature"], "A->B(C)");
     assert_eq!(pattern["count"], 2);
@@ -77,28 +64,12 @@ fn min_count_hides_rare_patterns() {
 
 #[test]
 fn sort_orders_by_the_chosen_key() {
-    let dir = tempfile::tempdir().unwrap();
     for (key, field) in [
         ("count", "count"),
         ("total", "total_latency_s"),
         ("mean", "mean_latency_s"),
     ] {
-        let json = dir.path().join(format!("{key}.json"));
-        blackbox()
-            .args([
-                "nest",
-                "-q",
-                "--sort",
-                key,
-                "--json",
-                json.to_str().unwrap(),
-                SAMPLE,
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .assert()
-            .success();
-        let doc: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        let doc = json_written_by(&["nest", "-q", "--sort", key, SAMPLE]);
         let values: Vec<f64> = doc["patterns"]
             .as_array()
             .unwrap()
@@ -115,23 +86,7 @@ fn sort_orders_by_the_chosen_key() {
 
 #[test]
 fn json_has_the_design_fields_and_input_counts() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    blackbox()
-        .args([
-            "nest",
-            "-q",
-            "--top",
-            "2",
-            "--json",
-            json.to_str().unwrap(),
-            SAMPLE,
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .assert()
-        .success();
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let doc = json_written_by(&["nest", "-q", "--top", "2", SAMPLE]);
     assert_eq!(doc["algorithm"], "nesting");
     assert_eq!(doc["input"]["messages"], 3916);
     assert_eq!(doc["input"]["call_pairs"], 1958);
@@ -179,34 +134,14 @@ fn json_has_the_design_fields_and_input_counts() {
 
 #[test]
 fn assignments_give_every_call_a_parent_row_in_the_design_format() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("assign.tsv");
-    blackbox()
-        .args([
-            "nest",
-            "-q",
-            "--assignments",
-            path.to_str().unwrap(),
-            data("figure2.trace").to_str().unwrap(),
-        ])
-        .assert()
-        .success();
     assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
+        written_by(
+            &["nest", "-q", data("figure2.trace").to_str().unwrap()],
+            "--assignments"
+        ),
         "A\tB\t1\t1.000000\t-\t-\t-\t1.000\nB\tC\t2\t3.000000\tA\tB\t1\t1.000\nB\tD\t3\t7.000000\tA\tB\t1\t1.000\n"
     );
-    blackbox()
-        .args([
-            "nest",
-            "-q",
-            "--assignments",
-            path.to_str().unwrap(),
-            SAMPLE,
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .assert()
-        .success();
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = written_by(&["nest", "-q", SAMPLE], "--assignments");
     assert_eq!(text.lines().count(), 1958);
     // The design's seven fields, then the confidence of the choice.
     assert!(text.lines().all(|l| l.split('\t').count() == 8));

@@ -231,17 +231,14 @@ impl<'a> Flows<'a> {
                 protocol: *protocol,
                 tcp: true,
             };
-            deliver(
+            Delivery {
                 direction,
-                framer.as_mut(),
+                framer: framer.as_mut(),
                 side,
-                seq,
-                time,
-                segment.payload,
-                segment.wire_len,
-                &mut self.output,
+                output: &mut self.output,
                 stats,
-            );
+            }
+            .deliver(seq, time, segment.payload, segment.wire_len);
             take_messages(&mut self.messages, &mut self.output, ends, stats);
         }
         if tcp.fin {
@@ -335,15 +332,15 @@ impl<'a> Flows<'a> {
                     (Side::Client, &mut connection.to_server),
                     (Side::Server, &mut connection.to_client),
                 ] {
-                    while let Some((&distance, _)) = direction.held.iter().next() {
-                        skip_hole(
-                            direction,
-                            framer.as_mut(),
-                            side,
-                            distance,
-                            &mut self.output,
-                            stats,
-                        );
+                    let mut delivery = Delivery {
+                        direction,
+                        framer: framer.as_mut(),
+                        side,
+                        output: &mut self.output,
+                        stats,
+                    };
+                    while let Some((&distance, _)) = delivery.direction.held.iter().next() {
+                        delivery.skip_hole(distance);
                     }
                 }
                 framer.close(&mut self.output);
@@ -452,76 +449,91 @@ fn choose(
     (protocol, protocol.tcp_framer())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn deliver(
-    direction: &mut Direction,
-    framer: &mut dyn Framer,
+/// One direction of a connection on its way to the framer: where its bytes go and
+/// where what happens on the way is counted.
+struct Delivery<'a> {
+    direction: &'a mut Direction,
+    framer: &'a mut dyn Framer,
     side: Side,
-    seq: u32,
-    time: Nanos,
-    bytes: &[u8],
-    wire_len: usize,
-    output: &mut Output,
-    stats: &mut FileStats,
-) {
-    let next = *direction.next.get_or_insert(seq);
-    let ahead = seq.wrapping_sub(next) as i32;
-    if ahead < 0 {
-        let overlap = ahead.unsigned_abs() as usize;
-        if overlap >= wire_len {
-            stats.retransmitted_segments += 1;
-            return;
-        }
-        // Part old, part new: keep the new part.
-        let kept = bytes.get(overlap..).unwrap_or(&[]);
-        in_order(
-            direction,
-            framer,
-            side,
-            next,
-            time,
-            kept,
-            wire_len - overlap,
-            output,
-            stats,
-        );
-    } else if ahead > 0 {
-        stats.out_of_order_segments += 1;
-        direction
-            .held
-            .insert(ahead as u32, (time, bytes.to_vec(), wire_len));
-        if direction.held.len() > MAX_HELD_SEGMENTS {
-            // The hole will not be filled: skip it.
-            let (&distance, _) = direction.held.iter().next().expect("not empty");
-            skip_hole(direction, framer, side, distance, output, stats);
-        }
-    } else {
-        in_order(
-            direction, framer, side, seq, time, bytes, wire_len, output, stats,
-        );
-    }
-    // Whatever path the segment took, held segments it reaches follow it.
-    drain_held(direction, framer, side, output, stats);
+    output: &'a mut Output,
+    stats: &'a mut FileStats,
 }
 
-/// Gives up on the `distance` bytes before the first held segment, and delivers what
-/// follows them.
-fn skip_hole(
-    direction: &mut Direction,
-    framer: &mut dyn Framer,
-    side: Side,
-    distance: u32,
-    output: &mut Output,
-    stats: &mut FileStats,
-) {
-    if distance > 0 {
-        count_hole(stats, distance as usize);
-        framer.gap(side, distance as usize, output);
-        let next = direction.next.expect("set before anything is held");
-        direction.next = Some(next.wrapping_add(distance));
-        rebase(direction, distance);
+impl Delivery<'_> {
+    /// Takes a segment starting at `seq` whose `bytes` are the captured part of its
+    /// `wire_len`: old bytes dropped, early ones held, in-order ones framed.
+    fn deliver(&mut self, seq: u32, time: Nanos, bytes: &[u8], wire_len: usize) {
+        let next = *self.direction.next.get_or_insert(seq);
+        let ahead = seq.wrapping_sub(next) as i32;
+        if ahead < 0 {
+            let overlap = ahead.unsigned_abs() as usize;
+            if overlap >= wire_len {
+                self.stats.retransmitted_segments += 1;
+                return;
+            }
+            // Part old, part new: keep the new part.
+            let kept = bytes.get(overlap..).unwrap_or(&[]);
+            self.in_order(next, time, kept, wire_len - overlap);
+        } else if ahead > 0 {
+            self.stats.out_of_order_segments += 1;
+            self.direction
+                .held
+                .insert(ahead as u32, (time, bytes.to_vec(), wire_len));
+            if self.direction.held.len() > MAX_HELD_SEGMENTS {
+                // The hole will not be filled: skip it.
+                let (&distance, _) = self.direction.held.iter().next().expect("not empty");
+                self.skip_hole(distance);
+            }
+        } else {
+            self.in_order(seq, time, bytes, wire_len);
+        }
+        // Whatever path the segment took, held segments it reaches follow it.
+        self.drain_held();
     }
-    drain_held(direction, framer, side, output, stats);
+
+    /// Gives up on the `distance` bytes before the first held segment, and delivers
+    /// what follows them.
+    fn skip_hole(&mut self, distance: u32) {
+        if distance > 0 {
+            count_hole(self.stats, distance as usize);
+            self.framer.gap(self.side, distance as usize, self.output);
+            let next = self.direction.next.expect("set before anything is held");
+            self.direction.next = Some(next.wrapping_add(distance));
+            rebase(self.direction, distance);
+        }
+        self.drain_held();
+    }
+
+    fn drain_held(&mut self) {
+        while let Some(entry) = self.direction.held.first_entry() {
+            if *entry.key() != 0 {
+                return;
+            }
+            let (time, bytes, wire_len) = entry.remove();
+            if wire_len == 0 {
+                self.stats.retransmitted_segments += 1;
+                continue;
+            }
+            let seq = self.direction.next.expect("set before anything is held");
+            self.in_order(seq, time, &bytes, wire_len);
+        }
+    }
+
+    /// Hands bytes that start at `next` to the framer and moves `next` past them; the
+    /// caller then drains held segments.
+    fn in_order(&mut self, seq: u32, time: Nanos, bytes: &[u8], wire_len: usize) {
+        if !bytes.is_empty() {
+            self.framer
+                .data(self.side, Chunk { time, seq, bytes }, self.output);
+        }
+        let missing = wire_len.saturating_sub(bytes.len());
+        if missing > 0 {
+            count_hole(self.stats, missing);
+            self.framer.gap(self.side, missing, self.output);
+        }
+        self.direction.next = Some(seq.wrapping_add(wire_len as u32));
+        rebase(self.direction, wire_len as u32);
+    }
 }
 
 fn count_hole(stats: &mut FileStats, bytes: usize) {
@@ -554,55 +566,6 @@ fn segment_tail(
     let cut = (-moved) as usize;
     let bytes = bytes.get(cut..).map(<[u8]>::to_vec).unwrap_or_default();
     (time, bytes, wire_len.saturating_sub(cut))
-}
-
-fn drain_held(
-    direction: &mut Direction,
-    framer: &mut dyn Framer,
-    side: Side,
-    output: &mut Output,
-    stats: &mut FileStats,
-) {
-    while let Some(entry) = direction.held.first_entry() {
-        if *entry.key() != 0 {
-            return;
-        }
-        let (time, bytes, wire_len) = entry.remove();
-        if wire_len == 0 {
-            stats.retransmitted_segments += 1;
-            continue;
-        }
-        let seq = direction.next.expect("set before anything is held");
-        in_order(
-            direction, framer, side, seq, time, &bytes, wire_len, output, stats,
-        );
-    }
-}
-
-/// Hands bytes that start at `next` to the framer and moves `next` past them; the
-/// caller then drains held segments.
-#[allow(clippy::too_many_arguments)]
-fn in_order(
-    direction: &mut Direction,
-    framer: &mut dyn Framer,
-    side: Side,
-    seq: u32,
-    time: Nanos,
-    bytes: &[u8],
-    wire_len: usize,
-    output: &mut Output,
-    stats: &mut FileStats,
-) {
-    if !bytes.is_empty() {
-        framer.data(side, Chunk { time, seq, bytes }, output);
-    }
-    let missing = wire_len.saturating_sub(bytes.len());
-    if missing > 0 {
-        count_hole(stats, missing);
-        framer.gap(side, missing, output);
-    }
-    direction.next = Some(seq.wrapping_add(wire_len as u32));
-    rebase(direction, wire_len as u32);
 }
 
 #[cfg(test)]

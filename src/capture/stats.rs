@@ -130,25 +130,24 @@ impl fmt::Display for FileStats {
                 self.flows_without_handshake
             )?;
         }
-        let mut notes = Vec::new();
-        if self.snaplen_truncated > 0 {
-            notes.push(format!(
-                "{} packets cut short by the snaplen (headers used)",
-                self.snaplen_truncated
-            ));
-        }
-        if self.retransmitted_segments > 0 {
-            notes.push(format!(
-                "{} retransmitted or duplicate segments ignored",
-                self.retransmitted_segments
-            ));
-        }
-        if self.out_of_order_segments > 0 {
-            notes.push(format!(
-                "{} out-of-order segments reordered",
-                self.out_of_order_segments
-            ));
-        }
+        let mut notes: Vec<String> = [
+            (
+                self.snaplen_truncated,
+                "packets cut short by the snaplen (headers used)",
+            ),
+            (
+                self.retransmitted_segments,
+                "retransmitted or duplicate segments ignored",
+            ),
+            (
+                self.out_of_order_segments,
+                "out-of-order segments reordered",
+            ),
+        ]
+        .into_iter()
+        .filter(|&(n, _)| n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
         if self.stream_gaps > 0 {
             notes.push(format!(
                 "{} holes in TCP streams ({} bytes never captured)",

@@ -174,15 +174,8 @@ pub(super) struct ConvolveArgs {
     #[arg(long, value_name = "N")]
     pub(super) top: Option<usize>,
 
-    /// Write one Graphviz file per shown path (path-001.dot, ...) into DIR, in the
-    /// paper's Figure 9 style.
-    #[arg(long, value_name = "DIR")]
-    pub(super) dot: Option<PathBuf>,
-
-    /// Write the path graphs into DIR as dot files and as SVG pictures drawn by
-    /// Graphviz's `dot` (when it is not installed, the dot files only, and a note).
-    #[arg(long, value_name = "DIR")]
-    pub(super) svg: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) graphs: GraphArgs,
 
     /// Write the paths and counts as JSON.
     #[arg(long, value_name = "FILE")]
@@ -239,15 +232,8 @@ pub(super) struct NestArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(super) min_count: u64,
 
-    /// Write one Graphviz file per shown pattern (pattern-001.dot, ...) into DIR, in the
-    /// paper's Figure 8 style.
-    #[arg(long, value_name = "DIR")]
-    pub(super) dot: Option<PathBuf>,
-
-    /// Write the pattern graphs into DIR as dot files and as SVG pictures drawn by
-    /// Graphviz's `dot` (when it is not installed, the dot files only, and a note).
-    #[arg(long, value_name = "DIR")]
-    pub(super) svg: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) graphs: GraphArgs,
 
     /// Write the patterns, latency distributions and input counts as JSON.
     #[arg(long, value_name = "FILE")]
@@ -280,6 +266,21 @@ pub(super) struct NestArgs {
 
     #[command(flatten)]
     pub(super) algorithm: AlgorithmArgs,
+}
+
+/// Where nest and convolve draw what they show.
+#[derive(Args)]
+pub(super) struct GraphArgs {
+    /// Write one Graphviz file per shown pattern or path (pattern-001.dot or
+    /// path-001.dot, ...) into DIR, in the paper's style (Figure 8 for nest, Figure 9
+    /// for convolve).
+    #[arg(long, value_name = "DIR")]
+    pub(super) dot: Option<PathBuf>,
+
+    /// Write the graphs into DIR as dot files and as SVG pictures drawn by Graphviz's
+    /// `dot` (when it is not installed, the dot files only, and a note).
+    #[arg(long, value_name = "DIR")]
+    pub(super) svg: Option<PathBuf>,
 }
 
 /// The inputs of nest, eval and convolve: the files, how captures are read, and whether

@@ -1,7 +1,7 @@
 //! Each command as options → library calls → reports: nothing here reads a file or
 //! decides anything the library could; it says where the library's results go.
 
-use super::args::{AlignArgs, ConvolveArgs, EvalArgs, InputArgs, NestArgs, RecordsArgs};
+use super::args::{AlignArgs, ConvolveArgs, EvalArgs, GraphArgs, InputArgs, NestArgs, RecordsArgs};
 use anyhow::{Context, Result};
 use blackbox::align;
 use blackbox::convolution::{self, ConvolveOptions};
@@ -107,16 +107,9 @@ pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
             report::paths::write_json(trace, &result, &options, w)
         })?;
     }
-    if let Some(dir) = &args.dot {
+    draw(&args.graphs, |dir| {
         report::paths::write_dot_dir(trace, &result, args.top, dir)
-            .with_context(|| format!("writing dot files to {}", dir.display()))?;
-    }
-    if let Some(dir) = &args.svg {
-        let dots = report::paths::write_dot_dir(trace, &result, args.top, dir)
-            .with_context(|| format!("writing dot files to {}", dir.display()))?;
-        report::svg::draw_and_tell(&dots, dir)
-            .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
-    }
+    })?;
     write_out(None, |w| {
         report::paths::write_table(trace, &result, args.top, w)
     })
@@ -248,16 +241,7 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
     if let Some(path) = &args.otlp {
         write_out(Some(path), |w| Otlp.render(&report, w))?;
     }
-    if let Some(dir) = &args.dot {
-        report::dot::write_dir(&report, dir)
-            .with_context(|| format!("writing dot files to {}", dir.display()))?;
-    }
-    if let Some(dir) = &args.svg {
-        let dots = report::dot::write_dir(&report, dir)
-            .with_context(|| format!("writing dot files to {}", dir.display()))?;
-        report::svg::draw_and_tell(&dots, dir)
-            .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
-    }
+    draw(&args.graphs, |dir| report::dot::write_dir(&report, dir))?;
     match query {
         Some(query) => {
             let calls = explain::find_calls(trace, &nesting, &query)?;
@@ -271,6 +255,22 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
         }
         None => write_out(None, |w| Table.render(&report, w)),
     }
+}
+
+/// Writes the dot files `write_dots` makes into `--dot`'s directory, and into
+/// `--svg`'s with a picture of each.
+fn draw(graphs: &GraphArgs, write_dots: impl Fn(&Path) -> io::Result<Vec<PathBuf>>) -> Result<()> {
+    let dots_in = |dir: &Path| {
+        write_dots(dir).with_context(|| format!("writing dot files to {}", dir.display()))
+    };
+    if let Some(dir) = &graphs.dot {
+        dots_in(dir)?;
+    }
+    if let Some(dir) = &graphs.svg {
+        report::svg::draw_and_tell(&dots_in(dir)?, dir)
+            .with_context(|| format!("drawing SVG pictures in {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// What the HTML report says about the input: the files, the run summary and what

@@ -494,17 +494,18 @@ mod tests {
         s
     }
 
+    /// The default options with a 1 ms quantum.
+    fn millisecond() -> ConvolveOptions {
+        ConvolveOptions {
+            quantum: 1_000_000,
+            ..ConvolveOptions::default()
+        }
+    }
+
     #[test]
     fn a_chain_of_forwarded_messages_is_one_path_with_its_delays() {
         let t = trace(&chain());
-        let result = convolve(
-            &t,
-            &ConvolveOptions {
-                quantum: 1_000_000,
-                ..ConvolveOptions::default()
-            },
-        )
-        .unwrap();
+        let result = convolve(&t, &millisecond()).unwrap();
         assert_eq!(result.roots, vec![t.nodes.get("a").map(NodeId).unwrap()]);
         assert_eq!(result.paths.len(), 1);
         let p = &result.paths[0];
@@ -531,14 +532,7 @@ mod tests {
         let mut text = chain();
         text.push_str("1.5 MSG b x -\n");
         let t = trace(&text);
-        let result = convolve(
-            &t,
-            &ConvolveOptions {
-                quantum: 1_000_000,
-                ..ConvolveOptions::default()
-            },
-        )
-        .unwrap();
+        let result = convolve(&t, &millisecond()).unwrap();
         assert_eq!(result.paths.len(), 1);
         let options = ConvolveOptions {
             quantum: 1_000_000,

@@ -327,24 +327,13 @@ mod tests {
         let truth = ground_truth(&t, &options).unwrap();
         let inferred = nest(&t, &options).unwrap();
         let s = evaluate(&t, &inferred, &truth, 5);
-        assert_eq!(
-            s.patterns,
-            Counts {
-                truth: 2,
-                inferred: 2,
-                false_positives: 0,
-                false_negatives: 0
-            }
-        );
-        assert_eq!(
-            s.instances,
-            Counts {
-                truth: 2,
-                inferred: 2,
-                false_positives: 0,
-                false_negatives: 0
-            }
-        );
+        let two_right = Counts {
+            truth: 2,
+            inferred: 2,
+            false_positives: 0,
+            false_negatives: 0,
+        };
+        assert_eq!((s.patterns, s.instances), (two_right, two_right));
         assert_eq!(
             (s.messages.false_positives, s.instances_exact, s.calls_right),
             (0, 2, 3)

@@ -32,6 +32,26 @@ pub fn blackbox_stdout(args: &[&str]) -> String {
     stdout_of(blackbox().args(args))
 }
 
+/// What `blackbox ARGS... FLAG FILE` (which must succeed) wrote to FILE, a file in a
+/// fresh temporary directory: for `--json`, `--assignments` and the like.
+pub fn written_by(args: &[&str], flag: &str) -> String {
+    written_and_stdout(args, flag).0
+}
+
+/// [`written_by`], with the command's stdout.
+pub fn written_and_stdout(args: &[&str], flag: &str) -> (String, String) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("output");
+    let stdout = stdout_of(blackbox().args(args).arg(flag).arg(&file));
+    let written = std::fs::read_to_string(&file).expect("the command wrote its file");
+    (written, stdout)
+}
+
+/// The JSON document `blackbox ARGS... --json FILE` wrote.
+pub fn json_written_by(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&written_by(args, "--json")).expect("valid JSON")
+}
+
 /// A file under `tests/data/`.
 pub fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

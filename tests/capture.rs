@@ -9,7 +9,7 @@ use predicates::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use support::generated::Generation;
-use support::{blackbox, stdout_of};
+use support::{blackbox, captures_in, shop_captures, stdout_of};
 
 /// Generates `seconds` of a config with a network delay, and writes it as a text trace
 /// (`trace.txt`) and as captures (`hosts/`) in `dir`.
@@ -225,13 +225,7 @@ fn a_file_that_is_no_capture_and_no_trace_is_an_error_naming_it() {
 
 #[test]
 fn the_shipped_shop_captures_pair_every_message_and_show_the_true_patterns() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
-    let mut captures: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-        .collect();
-    captures.sort();
+    let captures = shop_captures();
     assert_eq!(captures.len(), 5);
     let output = blackbox()
         .args(["nest", "--top", "5"])
@@ -278,15 +272,44 @@ fn the_shipped_shop_captures_pair_every_message_and_show_the_true_patterns() {
     }
 }
 
-fn shop_captures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
-    let mut captures: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+#[test]
+fn the_shipped_memcached_captures_pair_text_and_binary_calls_and_free_noreply() {
+    // traces/memcached/README.md: load.py sent 841 text calls and 80 one-way text
+    // commands, 450 binary calls and 50 quiet binary requests.
+    let output = blackbox()
+        .arg("nest")
+        .args(captures_in("memcached"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    for expected in [
+        "2712 seen at both ends, 0 at the sender only, 0 at the receiver only",
+        "0 unmatched calls, 0 unmatched returns, 130 free-form messages",
+        "1291 call pairs",
+        "text.pcap (host text, own address 10.78.0.10)",
+        "-> 1762 messages (memcached 1762)",
+        "-> 950 messages (memcached 950)",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "{expected} missing from\n{stderr}"
+        );
+    }
+    let table = String::from_utf8(output.stdout).unwrap();
+    let patterns: Vec<(u64, &str)> = table
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            (fields[1].parse().unwrap(), *fields.last().unwrap())
+        })
         .collect();
-    captures.sort();
-    captures
+    assert_eq!(
+        patterns,
+        [(841, "text->cache"), (450, "binary->cache")],
+        "{table}"
+    );
 }
 
 #[test]
@@ -318,7 +341,7 @@ fn names_file_and_host_flag_name_the_nodes() {
             .args(["nest", "-q", "--top", "3", "--names"])
             .arg(&names)
             .arg("--host")
-            .arg(format!("proxy={}", web.display()))
+            .arg(format!("proxy={}", web))
             .args(&captures),
     );
     assert!(

@@ -285,9 +285,12 @@ impl<'a> Flows<'a> {
             let port = self.endpoints[server as usize].port();
             let protocol = match self.choice.for_port(port) {
                 Some(ProtocolName::Tcp) | None => ProtocolName::Udp,
-                Some(ProtocolName::Http | ProtocolName::Redis | ProtocolName::Postgres) => {
-                    ProtocolName::Udp
-                }
+                Some(
+                    ProtocolName::Http
+                    | ProtocolName::Redis
+                    | ProtocolName::Postgres
+                    | ProtocolName::Memcached,
+                ) => ProtocolName::Udp,
                 Some(other) => other,
             };
             self.udp.insert(
@@ -438,6 +441,7 @@ fn choose(
                     ProtocolName::Http,
                     ProtocolName::Redis,
                     ProtocolName::Postgres,
+                    ProtocolName::Memcached,
                     ProtocolName::OncRpc,
                 ]
                 .into_iter()

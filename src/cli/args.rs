@@ -305,8 +305,8 @@ pub(super) struct InputArgs {
 pub(super) struct CaptureArgs {
     /// Read connections to server PORT as protocol NAME whatever their content
     /// (repeatable). NAME: tcp (request/response by turns), http, dns, onc-rpc, redis,
-    /// postgres, udp (request/response by datagrams), stream (every segment a free-form
-    /// message). Otherwise the port suggests a protocol, the client's first bytes
+    /// postgres, memcached, udp (request/response by datagrams), stream (every segment a
+    /// free-form message). Otherwise the port suggests a protocol, the client's first bytes
     /// confirm it, and anything unrecognised is read by turns.
     #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override)]
     pub(super) protocols: Vec<(u16, ProtocolName)>,

@@ -78,9 +78,16 @@ pub fn golden(name: &str, actual: &str) {
 
 /// Paths of the shop's captures (one per host), sorted.
 pub fn shop_captures() -> Vec<String> {
-    let shop = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
-    let mut captures: Vec<String> = std::fs::read_dir(&shop)
-        .expect("traces/shop ships with the project")
+    captures_in("shop")
+}
+
+/// Paths of the captures (one per host) in `traces/NAME/`, sorted.
+pub fn captures_in(name: &str) -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces")
+        .join(name);
+    let mut captures: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the captures ship with the project")
         .map(|e| e.expect("readable directory").path())
         .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
         .map(|p| p.to_str().expect("UTF-8 path").to_owned())

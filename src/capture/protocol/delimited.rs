@@ -178,6 +178,7 @@ impl<P: Protocol> Delimited<P> {
     ) {
         let (kind, key) = match meaning {
             Meaning::Housekeeping => return,
+            Meaning::OneWay => (Kind::Free, CallKey::Seq(seq)),
             Meaning::Request(None) => {
                 self.in_order.push_back(CallKey::Seq(seq));
                 (Kind::Call, CallKey::Seq(seq))

@@ -206,7 +206,7 @@ impl Protocol for Http {
                 Meaning::Reply(_) => {
                     self.open_heads.pop_front();
                 }
-                Meaning::Housekeeping => {}
+                Meaning::Housekeeping | Meaning::OneWay => {}
             }
         }
         step

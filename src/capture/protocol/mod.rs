@@ -9,11 +9,12 @@
 //! [`turns::Stream`] (every segment is a free-form message), and
 //! [`delimited::Delimited`], which buffers bytes and asks a [`Protocol`] where the next
 //! whole message ends and what it means. The protocols with real framing (HTTP/1.x,
-//! DNS, ONC RPC, Redis RESP, PostgreSQL) implement only that question.
+//! DNS, ONC RPC, Redis RESP, PostgreSQL, memcached) implement only that question.
 
 pub mod delimited;
 pub mod dns;
 pub mod http;
+pub mod memcached;
 pub mod onc_rpc;
 pub mod postgres;
 pub mod resp;
@@ -128,6 +129,8 @@ pub enum Meaning {
     /// Part of the protocol's housekeeping (an interim reply, an authentication step):
     /// consumed, not a message.
     Housekeeping,
+    /// A request no reply will answer (memcached's `noreply`): a free-form message.
+    OneWay,
 }
 
 /// A protocol with message boundaries.
@@ -160,6 +163,8 @@ pub enum ProtocolName {
     Redis,
     /// PostgreSQL frontend/backend protocol.
     Postgres,
+    /// memcached, text and binary.
+    Memcached,
     /// Generic UDP request/response by port pair.
     Udp,
     /// One-way stream: every segment or datagram is a free-form message.
@@ -168,13 +173,14 @@ pub enum ProtocolName {
 
 impl ProtocolName {
     /// Every protocol, for `--help` and errors.
-    pub const ALL: [ProtocolName; 8] = [
+    pub const ALL: [ProtocolName; 9] = [
         ProtocolName::Tcp,
         ProtocolName::Http,
         ProtocolName::Dns,
         ProtocolName::OncRpc,
         ProtocolName::Redis,
         ProtocolName::Postgres,
+        ProtocolName::Memcached,
         ProtocolName::Udp,
         ProtocolName::Stream,
     ];
@@ -188,6 +194,7 @@ impl ProtocolName {
             ProtocolName::OncRpc => "onc-rpc",
             ProtocolName::Redis => "redis",
             ProtocolName::Postgres => "postgres",
+            ProtocolName::Memcached => "memcached",
             ProtocolName::Udp => "udp",
             ProtocolName::Stream => "stream",
         }
@@ -206,6 +213,7 @@ impl ProtocolName {
             111 | 2049 => ProtocolName::OncRpc,
             6379 => ProtocolName::Redis,
             5432 => ProtocolName::Postgres,
+            11211 => ProtocolName::Memcached,
             _ => return None,
         })
     }
@@ -217,6 +225,7 @@ impl ProtocolName {
             ProtocolName::Http => http::looks_like_request(first),
             ProtocolName::Redis => resp::looks_like_request(first),
             ProtocolName::Postgres => postgres::looks_like_client(first),
+            ProtocolName::Memcached => memcached::looks_like_request(first),
             ProtocolName::OncRpc => onc_rpc::looks_like_call_record(first),
             ProtocolName::Dns => first.len() >= 14,
             ProtocolName::Tcp | ProtocolName::Udp | ProtocolName::Stream => true,
@@ -235,6 +244,7 @@ impl ProtocolName {
             ProtocolName::Postgres => {
                 Box::new(delimited::Delimited::new(postgres::Postgres::default()))
             }
+            ProtocolName::Memcached => Box::new(delimited::Delimited::new(memcached::Memcached)),
         }
     }
 }

@@ -276,13 +276,12 @@ pub fn require_captures(files: &[PathBuf]) -> Result<(), InputError> {
     }
 }
 
-/// Reads `files`, which must all be captures ([`require_captures`]), with the segment
-/// stamps that alignment needs; for `align`.
+/// Reads `files` as captures with the segment stamps that alignment needs; for `align`,
+/// which refuses text traces first with [`require_captures`].
 pub fn read_for_alignment(
     files: &[PathBuf],
     options: &CaptureOptions,
 ) -> Result<Vec<capture::HostCapture>, InputError> {
-    require_captures(files)?;
     let mut options = options.clone();
     options.clock_stamps = true;
     Ok(capture::read_captures(files, &options)?)

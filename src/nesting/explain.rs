@@ -191,7 +191,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         lost,
         Some(&mut record),
     );
-    let incoming = &record.incoming;
+    // nest_node sorted `incoming` and `outgoing` as the choice saw them.
     let global = |local: u32| match local {
         NO_PARENT => NO_PARENT,
         local => incoming[local as usize],
@@ -242,7 +242,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
     Explanation {
         call,
         node,
-        decisions: record.decisions,
+        decisions: outgoing.len(),
         order: record.order,
         candidates,
         greedy: global(record.greedy),

@@ -375,16 +375,12 @@ struct WholeTrace<'a> {
 
 /// What `--explain` records of one child's decision while its node's parents are
 /// chosen: the same steps as every other node's, with the scores of that one decision
-/// kept. Indexes are into the node's `incoming` (sorted as the choice saw it) unless
-/// said otherwise.
+/// kept. Indexes are into the node's `incoming` as [`nest_node`] left it sorted.
 #[derive(Debug, Default)]
 pub(crate) struct DecisionRecord {
     /// The child to record, as an index into the pairs.
     pub call: u32,
-    /// The node's calls in, as indexes into the pairs, in the order the choice used.
-    pub incoming: Vec<u32>,
-    /// Children of the node, and this one's place among them in call-time order.
-    pub decisions: usize,
+    /// Its place among the node's children in call-time order.
     pub order: usize,
     /// The paper's scores of each of its candidates.
     pub scores: Vec<parents::CandidateScore>,
@@ -476,8 +472,6 @@ fn nest_node(
     if let (Some(record), Some(order), Some(greedy)) = (record, order, greedy) {
         *record = DecisionRecord {
             call: record.call,
-            incoming: incoming.to_vec(),
-            decisions: outgoing.len(),
             order,
             scores: std::mem::take(&mut scores),
             paper_row: board.candidates.of(order).to_vec(),

@@ -149,21 +149,20 @@ fn text_request(bytes: &[u8]) -> Result<Option<(usize, bool)>, ()> {
     let Some(line) = first_line(bytes)? else {
         return Ok(None);
     };
-    let word: Vec<&[u8]> = words(line).collect();
-    let Some(&command) = word.first() else {
+    let Some(command) = words(line).next() else {
         return Err(());
     };
     let data = match command {
         b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
-            Some(number(word.get(4).copied()).ok_or(())?)
+            Some(number(words(line).nth(4)).ok_or(())?)
         }
-        b"ms" => Some(number(word.get(2).copied()).ok_or(())?),
+        b"ms" => Some(number(words(line).nth(2)).ok_or(())?),
         _ => None,
     };
     let meta = command.len() == 2 && command[0] == b'm';
-    let silent = word.last() == Some(&&b"noreply"[..])
+    let silent = words(line).last() == Some(&b"noreply"[..])
         || command == b"quit"
-        || (meta && command != b"mn" && word[1..].contains(&&b"q"[..]));
+        || (meta && command != b"mn" && words(line).skip(1).any(|w| w == b"q"));
     let len = match data {
         Some(n) => line
             .len()

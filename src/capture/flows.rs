@@ -325,6 +325,9 @@ impl<'a> Flows<'a> {
         for problem in self.output.problems.drain(..) {
             stats.skip(problem);
         }
+        for what in self.output.housekeeping.drain(..) {
+            stats.housekeeping(what);
+        }
     }
 
     fn close(&mut self, flow: (u32, u32), stats: &mut FileStats) {
@@ -363,7 +366,7 @@ impl<'a> Flows<'a> {
     }
 
     /// The capture ended: flush every connection and port pair, in a fixed order.
-    pub fn finish(mut self, stats: &mut FileStats) -> (Vec<SocketAddr>, Vec<CaptureMessage>) {
+    pub fn finish(mut self, stats: &mut FileStats) -> Followed {
         let mut open: Vec<(u32, u32)> = self.tcp.keys().copied().collect();
         open.sort_unstable();
         for flow in open {
@@ -387,8 +390,24 @@ impl<'a> Flows<'a> {
             take_messages(&mut self.messages, &mut self.output, ends, stats);
         }
         self.collect(stats);
-        (self.endpoints, self.messages)
+        Followed {
+            endpoints: self.endpoints,
+            messages: self.messages,
+            operations: self.output.operations,
+        }
     }
+}
+
+/// What a capture's flows gave.
+pub struct Followed {
+    /// Every endpoint seen, by index.
+    pub endpoints: Vec<SocketAddr>,
+    /// The messages cut, in the order they completed.
+    pub messages: Vec<CaptureMessage>,
+    /// The operation names the messages refer to, by [`Operation`] index.
+    ///
+    /// [`Operation`]: super::protocol::Operation
+    pub operations: Vec<String>,
 }
 
 /// The ends of a flow and how it is read, for the messages its framer produced.
@@ -427,6 +446,10 @@ fn choose(
 ) -> (ProtocolName, Box<dyn Framer>) {
     let protocol = if let Some(&forced) = choice.by_port.get(&server_port) {
         forced
+    } else if side == Side::Client && super::protocol::http2::looks_like_start(first) {
+        // The preface or an h2c upgrade is unmistakable, on any port (an upgrade
+        // request would otherwise pass for HTTP/1.1 on port 80).
+        ProtocolName::Http2
     } else if side == Side::Server {
         // The server spoke first: nothing of the client's to check a guess against.
         ProtocolName::by_port(server_port).unwrap_or(ProtocolName::Tcp)
@@ -605,7 +628,7 @@ mod tests {
         for (time, s) in segments {
             flows.segment(*time, s, &mut stats);
         }
-        let (_, messages) = flows.finish(&mut stats);
+        let messages = flows.finish(&mut stats).messages;
         let got = messages
             .iter()
             .map(|m| (m.framed.from, m.framed.kind, m.framed.first))
@@ -744,7 +767,8 @@ mod udp_tests {
         flows.segment(2, &datagram(client, server, &q2), &mut stats);
         flows.segment(3, &datagram(server, client, &a2), &mut stats);
         flows.segment(4, &datagram(server, client, &a1), &mut stats);
-        let (endpoints, messages) = flows.finish(&mut stats);
+        let followed = flows.finish(&mut stats);
+        let (endpoints, messages) = (followed.endpoints, followed.messages);
         let got: Vec<(Kind, String, Nanos, String)> = messages
             .iter()
             .map(|m| {

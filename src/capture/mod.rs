@@ -127,6 +127,8 @@ pub struct HostCapture {
     pub stamps: Vec<RouteStamps>,
     endpoints: Vec<SocketAddr>,
     messages: Vec<CaptureMessage>,
+    /// Operation names, by the index the messages carry.
+    operations: Vec<String>,
 }
 
 /// The TCP segments from one address to another in one capture, for finding the same
@@ -226,7 +228,7 @@ pub fn read_capture<R: Read + Send>(
         (read, (followed, stats))
     });
     let (stopped, pairs, stamps, mut stats) = read?;
-    let ((endpoints, messages), flow_stats) = followed;
+    let (followed, flow_stats) = followed;
     stats.add(&flow_stats);
     Ok(HostCapture {
         path: path.to_path_buf(),
@@ -236,8 +238,9 @@ pub fn read_capture<R: Read + Send>(
         local: local_addresses(&pairs, &BTreeSet::new()).0,
         pairs,
         stamps,
-        endpoints,
-        messages,
+        endpoints: followed.endpoints,
+        messages: followed.messages,
+        operations: followed.operations,
     })
 }
 
@@ -503,6 +506,10 @@ pub fn add_to_trace(
             let proto = if message.tcp { "tcp" } else { "udp" };
             let _ = write!(text, "{proto}:{client}>{server}#{}", framed.key);
             let call_id = builder.call_id(&text);
+            if let Some(name) = capture.operations.get(framed.operation.0 as usize) {
+                builder.operation(call_id, name);
+            }
+            builder.status(call_id, framed.status);
             let truth = match options.truth.get(&text) {
                 Some(instance) => builder.truth(instance),
                 None => Truth::NONE,

@@ -38,6 +38,10 @@ pub struct FileStats {
     pub messages: BTreeMap<String, u64>,
     /// Packets, bytes or messages set aside, by reason.
     pub skipped: BTreeMap<String, u64>,
+    /// Protocol units read that are neither messages nor problems (HTTP/2 SETTINGS
+    /// frames, a database's handshake), by what they are.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub housekeeping: BTreeMap<String, u64>,
 }
 
 impl FileStats {
@@ -55,6 +59,16 @@ impl FileStats {
             Some(count) => *count += n,
             None => {
                 self.skipped.insert(reason.to_string(), n);
+            }
+        }
+    }
+
+    /// Counts one protocol unit that is housekeeping, not a message.
+    pub fn housekeeping(&mut self, what: &str) {
+        match self.housekeeping.get_mut(what) {
+            Some(count) => *count += 1,
+            None => {
+                self.housekeeping.insert(what.to_string(), 1);
             }
         }
     }
@@ -93,6 +107,9 @@ impl FileStats {
         }
         for (reason, n) in &other.skipped {
             *self.skipped.entry(reason.clone()).or_default() += n;
+        }
+        for (what, n) in &other.housekeeping {
+            *self.housekeeping.entry(what.clone()).or_default() += n;
         }
     }
 
@@ -153,6 +170,9 @@ impl fmt::Display for FileStats {
                 "{} holes in TCP streams ({} bytes never captured)",
                 self.stream_gaps, self.gap_bytes
             ));
+        }
+        for (what, n) in &self.housekeeping {
+            notes.push(format!("read {n}, not messages: {what}"));
         }
         for (reason, n) in &self.skipped {
             notes.push(format!("skipped {n}: {reason}"));

@@ -55,6 +55,50 @@ impl Truth {
     pub const NONE: Truth = Truth(u32::MAX);
 }
 
+/// Interned operation name (`/shop.App/GetItem`, `GET /item/{n}`, `SELECT`);
+/// [`OperationId::NONE`] when the call has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OperationId(pub u32);
+
+impl OperationId {
+    /// No operation name.
+    pub const NONE: OperationId = OperationId(u32::MAX);
+}
+
+/// How a call's answer ended, as its protocol tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Status {
+    /// The protocol does not say, or the answer was not read.
+    #[default]
+    Unknown,
+    /// A success (HTTP below 500, gRPC status 0, MySQL OK, a Thrift reply).
+    Ok,
+    /// A failure, with the protocol's code (HTTP status, gRPC status, MySQL error
+    /// number; 0 where the protocol has none, as for RST_STREAM or a Thrift exception).
+    Failed(u32),
+}
+
+impl Status {
+    /// Reads the text trace's `status=` value: `ok`, or a failure's code.
+    pub fn parse(text: &str) -> Option<Status> {
+        match text {
+            "ok" => Some(Status::Ok),
+            "-" => Some(Status::Unknown),
+            code => code.parse().ok().map(Status::Failed),
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Unknown => f.write_str("-"),
+            Status::Ok => f.write_str("ok"),
+            Status::Failed(code) => write!(f, "{code}"),
+        }
+    }
+}
+
 /// Marks a time that was not observed. Kept in-band so a message stays 40 bytes.
 const ABSENT: Nanos = Nanos::MIN;
 
@@ -232,6 +276,12 @@ pub struct Trace {
     pub messages: Vec<Message>,
     /// What was read and what was set aside.
     pub stats: InputStats,
+    /// Operation names.
+    pub operations: Interner,
+    /// Each call id's operation, by call id (shorter when the last ids have none).
+    call_operations: Vec<OperationId>,
+    /// Each call id's answer status, by call id (shorter when the last ids have none).
+    call_statuses: Vec<Status>,
 }
 
 impl Trace {
@@ -261,6 +311,33 @@ impl Trace {
         } else {
             self.call_ids.resolve(id.0)
         }
+    }
+
+    /// The operation a call asked for, if its protocol named it.
+    pub fn operation(&self, call: CallId) -> OperationId {
+        self.call_operations
+            .get(call.0 as usize)
+            .copied()
+            .unwrap_or(OperationId::NONE)
+    }
+
+    /// An operation's name.
+    pub fn operation_name(&self, id: OperationId) -> Option<&str> {
+        (id != OperationId::NONE).then(|| self.operations.resolve(id.0))
+    }
+
+    /// How a call's answer ended, if its protocol said.
+    pub fn status(&self, call: CallId) -> Status {
+        self.call_statuses
+            .get(call.0 as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Whether any call has an operation name or a status (else the columns and keys
+    /// that show them are left out).
+    pub fn has_operations(&self) -> bool {
+        !self.call_operations.is_empty() || !self.call_statuses.is_empty()
     }
 
     /// A truth tag as it was written, if any.
@@ -308,6 +385,33 @@ impl TraceBuilder {
     /// Interns a truth tag.
     pub fn truth(&mut self, text: &str) -> Truth {
         Truth(self.trace.truths.intern(text))
+    }
+
+    /// Names the operation a call asked for.
+    pub fn operation(&mut self, call: CallId, name: &str) {
+        if call == CallId::NONE {
+            return;
+        }
+        let id = OperationId(self.trace.operations.intern(name));
+        let index = call.0 as usize;
+        let operations = &mut self.trace.call_operations;
+        if operations.len() <= index {
+            operations.resize(index + 1, OperationId::NONE);
+        }
+        operations[index] = id;
+    }
+
+    /// Records how a call's answer ended.
+    pub fn status(&mut self, call: CallId, status: Status) {
+        if call == CallId::NONE || status == Status::Unknown {
+            return;
+        }
+        let index = call.0 as usize;
+        let statuses = &mut self.trace.call_statuses;
+        if statuses.len() <= index {
+            statuses.resize(index + 1, Status::Unknown);
+        }
+        statuses[index] = status;
     }
 
     /// Adds one observation.

@@ -207,13 +207,7 @@ impl<P: Protocol> Delimited<P> {
                 }
             },
         };
-        out.messages.push(Framed {
-            from,
-            kind,
-            key,
-            first,
-            last,
-        });
+        out.messages.push(Framed::new(from, kind, key, first, last));
     }
 
     fn lose(&mut self, from: Side) {

@@ -25,6 +25,62 @@ pub fn looks_like_request(bytes: &[u8]) -> bool {
     METHODS.iter().any(|m| bytes.starts_with(m))
 }
 
+/// Longest operation name kept; a longer path is cut at a segment boundary.
+const MAX_OPERATION: usize = 120;
+
+/// An HTTP operation name: the method and the path, without the query, with the
+/// segments that name one item rather than an operation replaced (`GET /item/{n}`,
+/// `GET /user/{id}`), so that calls of one operation share one name.
+pub fn operation_name(method: &str, target: &str) -> String {
+    // An absolute-form target (a proxy request) names its path after the authority.
+    let path = match target.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("/", |slash| &rest[slash..]),
+        None => target,
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let mut name = String::with_capacity(method.len() + 1 + path.len());
+    name.push_str(method);
+    name.push(' ');
+    for (index, segment) in path.split('/').enumerate() {
+        if index > 0 {
+            name.push('/');
+        }
+        if name.len() > MAX_OPERATION {
+            name.push('…');
+            break;
+        }
+        name.push_str(template(segment));
+    }
+    name
+}
+
+/// What a path segment stands for: itself, or a placeholder for an item's number or id.
+fn template(segment: &str) -> &str {
+    let digits = segment.bytes().filter(u8::is_ascii_digit).count();
+    if !segment.is_empty() && digits == segment.len() {
+        "{n}"
+    } else if segment.len() >= 8
+        && digits > 0
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'-' || b == b'_')
+    {
+        "{id}"
+    } else {
+        segment
+    }
+}
+
+/// An HTTP status as a call's outcome: server errors (5xx) are failures, as
+/// OpenTelemetry counts them for a server's span.
+pub fn status(code: u32) -> super::Status {
+    if code >= 500 {
+        super::Status::Failed(code)
+    } else {
+        super::Status::Ok
+    }
+}
+
 fn looks_like_response(bytes: &[u8]) -> bool {
     bytes.starts_with(b"HTTP/1.")
 }
@@ -299,6 +355,18 @@ mod tests {
                 meaning: Meaning::Reply(None)
             }
         );
+    }
+
+    #[test]
+    fn operation_names_template_numbers_and_ids() {
+        assert_eq!(operation_name("GET", "/item/42?x=1"), "GET /item/{n}");
+        assert_eq!(
+            operation_name("PUT", "/user/3f2a9c1e-77aa-4b1c-9a7e-0c1d2e3f4a5b/cart"),
+            "PUT /user/{id}/cart"
+        );
+        assert_eq!(operation_name("GET", "/"), "GET /");
+        assert_eq!(operation_name("GET", "http://h:8080/a/7"), "GET /a/{n}");
+        assert_eq!(operation_name("GET", "/deadbeef"), "GET /deadbeef");
     }
 
     #[test]

@@ -14,6 +14,7 @@
 pub mod delimited;
 pub mod dns;
 pub mod http;
+pub mod http2;
 pub mod memcached;
 pub mod onc_rpc;
 pub mod postgres;
@@ -21,6 +22,7 @@ pub mod resp;
 pub mod turns;
 pub mod udp;
 
+pub use crate::trace::Status;
 use crate::trace::{Kind, Nanos};
 use std::fmt;
 
@@ -43,6 +45,8 @@ pub enum CallKey {
     Id(u32),
     /// A digest of a datagram's payload.
     Digest(u64),
+    /// An HTTP/2 stream id: the connection plus the stream name the call.
+    Stream(u32),
 }
 
 impl fmt::Display for CallKey {
@@ -51,6 +55,7 @@ impl fmt::Display for CallKey {
             CallKey::Seq(seq) => write!(f, "s{seq}"),
             CallKey::Id(id) => write!(f, "x{id:x}"),
             CallKey::Digest(digest) => write!(f, "h{digest:016x}"),
+            CallKey::Stream(id) => write!(f, "s{id}"),
         }
     }
 }
@@ -68,6 +73,36 @@ pub struct Framed {
     pub first: Nanos,
     /// Time of its last segment.
     pub last: Nanos,
+    /// What a call asks for (its operation name, in [`Output::operations`]); only on
+    /// calls, and only where the protocol names it.
+    pub operation: Operation,
+    /// How a return answered; only on returns, and only where the protocol says.
+    pub status: Status,
+}
+
+impl Framed {
+    /// A message with no operation name or status.
+    pub fn new(from: Side, kind: Kind, key: CallKey, first: Nanos, last: Nanos) -> Self {
+        Framed {
+            from,
+            kind,
+            key,
+            first,
+            last,
+            operation: Operation::NONE,
+            status: Status::Unknown,
+        }
+    }
+}
+
+/// An operation name's index in the names a capture's framers gave
+/// ([`Output::operations`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Operation(pub u32);
+
+impl Operation {
+    /// No name: the protocol does not name operations, or the name could not be read.
+    pub const NONE: Operation = Operation(u32::MAX);
 }
 
 /// Bytes of one side of a connection, in order, as one segment brought them.
@@ -88,6 +123,27 @@ pub struct Output {
     pub messages: Vec<Framed>,
     /// Problems met, one entry per occurrence.
     pub problems: Vec<&'static str>,
+    /// Protocol units that are not messages and not problems (HTTP/2 SETTINGS or PING
+    /// frames, a MySQL handshake), one entry per occurrence: counted so that every
+    /// byte is accounted for.
+    pub housekeeping: Vec<&'static str>,
+    /// Every operation name given so far, by [`Operation`] index.
+    pub operations: Vec<String>,
+    operation_ids: hashbrown::HashMap<String, u32>,
+}
+
+impl Output {
+    /// The id of an operation name, adding it if it is new. Names are few (a system has
+    /// tens of methods), so they are kept once per capture, not per message.
+    pub fn operation(&mut self, name: &str) -> Operation {
+        if let Some(&id) = self.operation_ids.get(name) {
+            return Operation(id);
+        }
+        let id = self.operations.len() as u32;
+        self.operations.push(name.to_string());
+        self.operation_ids.insert(name.to_string(), id);
+        Operation(id)
+    }
 }
 
 /// Cuts a connection's byte streams into messages.
@@ -155,6 +211,8 @@ pub enum ProtocolName {
     Tcp,
     /// HTTP/1.x.
     Http,
+    /// HTTP/2 in cleartext, gRPC included: every stream a call.
+    Http2,
     /// DNS over UDP or TCP.
     Dns,
     /// ONC RPC (Sun RPC) over TCP or UDP.
@@ -173,9 +231,10 @@ pub enum ProtocolName {
 
 impl ProtocolName {
     /// Every protocol, for `--help` and errors.
-    pub const ALL: [ProtocolName; 9] = [
+    pub const ALL: [ProtocolName; 10] = [
         ProtocolName::Tcp,
         ProtocolName::Http,
+        ProtocolName::Http2,
         ProtocolName::Dns,
         ProtocolName::OncRpc,
         ProtocolName::Redis,
@@ -190,6 +249,7 @@ impl ProtocolName {
         match self {
             ProtocolName::Tcp => "tcp",
             ProtocolName::Http => "http",
+            ProtocolName::Http2 => "http2",
             ProtocolName::Dns => "dns",
             ProtocolName::OncRpc => "onc-rpc",
             ProtocolName::Redis => "redis",
@@ -214,6 +274,8 @@ impl ProtocolName {
             6379 => ProtocolName::Redis,
             5432 => ProtocolName::Postgres,
             11211 => ProtocolName::Memcached,
+            // gRPC's customary port.
+            50051 => ProtocolName::Http2,
             _ => return None,
         })
     }
@@ -223,6 +285,7 @@ impl ProtocolName {
     pub fn sniff(self, first: &[u8]) -> bool {
         match self {
             ProtocolName::Http => http::looks_like_request(first),
+            ProtocolName::Http2 => http2::looks_like_frames(first),
             ProtocolName::Redis => resp::looks_like_request(first),
             ProtocolName::Postgres => postgres::looks_like_client(first),
             ProtocolName::Memcached => memcached::looks_like_request(first),
@@ -238,6 +301,7 @@ impl ProtocolName {
             ProtocolName::Tcp | ProtocolName::Udp => Box::new(turns::Turns::default()),
             ProtocolName::Stream => Box::new(turns::Stream),
             ProtocolName::Http => Box::new(delimited::Delimited::new(http::Http::default())),
+            ProtocolName::Http2 => Box::new(http2::Http2::default()),
             ProtocolName::Dns => Box::new(delimited::Delimited::new(dns::DnsOverTcp)),
             ProtocolName::OncRpc => Box::new(delimited::Delimited::new(onc_rpc::OverTcp)),
             ProtocolName::Redis => Box::new(delimited::Delimited::new(resp::Resp)),

@@ -36,13 +36,8 @@ impl Turns {
                 None => (Kind::Free, turn.key),
             },
         };
-        out.messages.push(Framed {
-            from: turn.from,
-            kind,
-            key,
-            first: turn.first,
-            last: turn.last,
-        });
+        out.messages
+            .push(Framed::new(turn.from, kind, key, turn.first, turn.last));
     }
 }
 
@@ -77,13 +72,13 @@ pub struct Stream;
 
 impl Framer for Stream {
     fn data(&mut self, from: Side, chunk: Chunk<'_>, out: &mut Output) {
-        out.messages.push(Framed {
+        out.messages.push(Framed::new(
             from,
-            kind: Kind::Free,
-            key: CallKey::Seq(chunk.seq),
-            first: chunk.time,
-            last: chunk.time,
-        });
+            Kind::Free,
+            CallKey::Seq(chunk.seq),
+            chunk.time,
+            chunk.time,
+        ));
     }
 
     fn gap(&mut self, _from: Side, _bytes: usize, _out: &mut Output) {}

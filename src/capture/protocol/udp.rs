@@ -40,13 +40,7 @@ impl UdpPair {
     /// One datagram from `from`.
     pub fn datagram(&mut self, from: Side, time: Nanos, payload: &[u8], out: &mut Output) {
         let push = |out: &mut Output, from, kind, key| {
-            out.messages.push(Framed {
-                from,
-                kind,
-                key,
-                first: time,
-                last: time,
-            })
+            out.messages.push(Framed::new(from, kind, key, time, time))
         };
         let by_id = match self.protocol {
             ProtocolName::Dns => dns::message(payload).map(|(id, reply)| (u32::from(id), !reply)),
@@ -63,13 +57,13 @@ impl UdpPair {
                         .push_back((CallKey::Digest(digest(payload)), time)),
                     Side::Server => match self.open.pop_front() {
                         Some((key, sent)) => {
-                            out.messages.push(Framed {
-                                from: Side::Client,
-                                kind: Kind::Call,
+                            out.messages.push(Framed::new(
+                                Side::Client,
+                                Kind::Call,
                                 key,
-                                first: sent,
-                                last: sent,
-                            });
+                                sent,
+                                sent,
+                            ));
                             push(out, from, Kind::Return, key);
                         }
                         None => push(out, from, Kind::Free, CallKey::Digest(digest(payload))),
@@ -108,13 +102,8 @@ impl UdpPair {
                 break;
             }
             self.open.pop_front();
-            out.messages.push(Framed {
-                from: Side::Client,
-                kind: Kind::Free,
-                key,
-                first: sent,
-                last: sent,
-            });
+            out.messages
+                .push(Framed::new(Side::Client, Kind::Free, key, sent, sent));
         }
     }
 

@@ -312,6 +312,119 @@ fn the_shipped_memcached_captures_pair_text_and_binary_calls_and_free_noreply() 
     );
 }
 
+/// The table's patterns as (count, signature), in rank order.
+fn pattern_rows(table: &str) -> Vec<(u64, String)> {
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with('('))
+        .map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            (
+                fields[1].parse().unwrap(),
+                fields.last().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_shipped_grpc_captures_split_multiplexed_streams_into_the_true_patterns() {
+    // traces/grpc/README.md: 2142 requests on one multiplexed client connection; the
+    // five true patterns, the last two only on a worker's new database connection.
+    let output = blackbox()
+        .arg("nest")
+        .args(captures_in("grpc"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    for expected in [
+        "17410 seen at both ends, 0 at the sender only, 0 at the receiver only",
+        "0 unmatched calls, 0 unmatched returns",
+        "8663 call pairs, 2142 path instances",
+        "client.pcap (host client, own address 10.79.0.10): 5706 packets",
+        "-> 4284 messages (http2 4284); 1 TCP connections",
+        "-> 6692 messages (http2 3212, memcached 3296, mysql 184)",
+        "read 24, not messages: protocol housekeeping",
+        "HTTP/2 SETTINGS frames",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "{expected} missing from\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("skipped "), "nothing set aside:\n{stderr}");
+    let rows = pattern_rows(&String::from_utf8(output.stdout).unwrap());
+    let truth = [
+        "client->gateway(auth,catalog(cache))",
+        "client->gateway(auth,orders(db))",
+        "client->gateway(auth,catalog(cache,db))",
+        "client->gateway(auth,catalog(cache,db,db))",
+        "client->gateway(auth,orders(db,db))",
+    ];
+    let top: Vec<&str> = rows[..4].iter().map(|(_, s)| s.as_str()).collect();
+    assert_eq!(top, truth[..4], "{rows:?}");
+    let requests: u64 = rows.iter().map(|(n, _)| n).sum();
+    let in_truth: u64 = rows
+        .iter()
+        .filter(|(_, s)| truth.contains(&s.as_str()))
+        .map(|(n, _)| n)
+        .sum();
+    assert_eq!(requests, 2142);
+    assert!(in_truth * 100 >= requests * 99, "{in_truth} of {requests}");
+}
+
+#[test]
+fn node_by_operation_names_grpc_methods_sql_keywords_and_cache_commands() {
+    let table = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--node-by", "operation", "--top", "3"])
+            .args(captures_in("grpc")),
+    );
+    let top: Vec<String> = pattern_rows(&table).into_iter().map(|(_, s)| s).collect();
+    assert_eq!(
+        top,
+        [
+            "client->gateway:50051[/shop.Gateway/GetItem](auth:50051[/shop.Auth/Check],catalog:50051[/shop.Catalog/GetItem](cache:11211[get]))",
+            "client->gateway:50051[/shop.Gateway/PlaceOrder](auth:50051[/shop.Auth/Check],orders:50051[/shop.Orders/Place](db:3306[INSERT]))",
+            "client->gateway:50051[/shop.Gateway/GetItem](auth:50051[/shop.Auth/Check],catalog:50051[/shop.Catalog/GetItem](cache:11211[get],db:3306[SELECT]))",
+        ],
+        "{table}"
+    );
+    // HTTP/1.1 paths are templated, Redis commands upper-cased.
+    let shop = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--node-by", "operation", "--top", "1"])
+            .args(shop_captures()),
+    );
+    assert!(
+        shop.contains("client->web:80[GET_/item/{n}](app:8080[GET_/item/{n}](cache:6379[GET]))"),
+        "{shop}"
+    );
+}
+
+#[test]
+fn json_lists_each_nodes_operations_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--json"])
+            .arg(&json)
+            .args(captures_in("grpc")),
+    );
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let tree = &document["patterns"][0]["tree"];
+    assert_eq!(tree["node"], "gateway");
+    assert_eq!(tree["operations"][0]["name"], "/shop.Gateway/GetItem");
+    assert_eq!(tree["errors"], 0);
+    let catalog = &tree["children"][1];
+    assert_eq!(catalog["operations"][0]["name"], "/shop.Catalog/GetItem");
+    assert_eq!(catalog["children"][0]["operations"][0]["name"], "get");
+}
+
 #[test]
 fn node_by_service_names_nodes_by_host_and_port() {
     let table = stdout_of(

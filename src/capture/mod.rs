@@ -67,6 +67,11 @@ pub enum NodeBy {
     /// A service: a host and the port it serves on. A call a host makes comes from its
     /// one service when it serves on exactly one port, else from the host.
     Service,
+    /// A service, and in patterns the operation called on it
+    /// (`catalog:50051[/shop.Catalog/GetItem]`): nodes are named as for `Service`;
+    /// the operations are added when patterns are formed
+    /// ([`crate::nesting::NestOptions::by_operation`]).
+    Operation,
 }
 
 /// How captures are read.
@@ -464,8 +469,10 @@ pub fn add_to_trace(
             .unwrap_or_else(|| address.ip().to_string());
         match options.node_by {
             NodeBy::Host => host,
-            NodeBy::Service if serving => format!("{host}:{}", address.port()),
-            NodeBy::Service => match services.get(&host) {
+            NodeBy::Service | NodeBy::Operation if serving => {
+                format!("{host}:{}", address.port())
+            }
+            NodeBy::Service | NodeBy::Operation => match services.get(&host) {
                 Some(ports) if ports.len() == 1 => {
                     format!("{host}:{}", ports.iter().next().expect("one"))
                 }

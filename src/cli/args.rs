@@ -322,7 +322,9 @@ pub(super) struct CaptureArgs {
     pub(super) hosts: Vec<String>,
 
     /// What a node is: a host, or a service (host:port; the calls a host makes come
-    /// from its one service when it serves on a single port).
+    /// from its one service when it serves on a single port), or a service and the
+    /// operation called on it, in patterns (`catalog:50051[/shop.Catalog/GetItem]`;
+    /// from the protocols that name operations, or a text trace's `op=`).
     #[arg(long, value_enum, default_value_t = NodeByArg::Host)]
     pub(super) node_by: NodeByArg,
 
@@ -408,12 +410,18 @@ pub(super) enum AlgorithmArg {
 pub(super) enum NodeByArg {
     Host,
     Service,
+    Operation,
 }
 
 impl InputArgs {
     /// How nest, eval and convolve read their inputs.
     pub(super) fn options(&self) -> Result<InputOptions> {
         self.capture.input_options(self.quiet)
+    }
+
+    /// Whether patterns name the operation called on each node.
+    pub(super) fn by_operation(&self) -> bool {
+        matches!(self.capture.node_by, NodeByArg::Operation)
     }
 }
 
@@ -437,6 +445,7 @@ impl CaptureArgs {
             node_by: match self.node_by {
                 NodeByArg::Host => NodeBy::Host,
                 NodeByArg::Service => NodeBy::Service,
+                NodeByArg::Operation => NodeBy::Operation,
             },
             ..CaptureOptions::default()
         };
@@ -545,6 +554,7 @@ impl AlgorithmArgs {
             },
             same_truth_only: false,
             reweighing: Reweighing::default(),
+            by_operation: false,
         }
     }
 }

@@ -201,7 +201,8 @@ fn write_start(from_truth: bool, w: &mut dyn Write) -> io::Result<()> {
 }
 
 pub(super) fn nest(args: NestArgs) -> Result<()> {
-    let options = args.algorithm.options();
+    let mut options = args.algorithm.options();
+    options.by_operation = args.input.by_operation();
     let query = args.explain.as_deref().map(CallQuery::parse).transpose()?;
     let loaded = load_inputs(&args.input)?;
     let trace = &loaded.input.trace;

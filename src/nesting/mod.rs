@@ -63,6 +63,9 @@ pub struct NestOptions {
     /// How the joint search weighs a child it looks at again: only what changed (the
     /// default), or everything, which gives the same choices more slowly (a check).
     pub reweighing: joint::Reweighing,
+    /// Name each node of a pattern by the operation of the call into it too
+    /// (`catalog[/shop.Catalog/GetItem]`), so that a pattern is per operation.
+    pub by_operation: bool,
 }
 
 impl Default for NestOptions {
@@ -78,6 +81,7 @@ impl Default for NestOptions {
             penalties: Penalties::default(),
             same_truth_only: false,
             reweighing: joint::Reweighing::default(),
+            by_operation: false,
         }
     }
 }
@@ -267,7 +271,8 @@ fn nest_starting(
     };
     stats.cycles_broken = parents::break_cycles(&mut parent);
     stats.roots = parent.iter().filter(|&&p| p == NO_PARENT).count() as u64;
-    let patterns = patterns::find_patterns(trace, &pairs, &parent, &confidence);
+    let patterns =
+        patterns::find_patterns(trace, &pairs, &parent, &confidence, options.by_operation);
     Ok(Nesting {
         pairs,
         parent,

@@ -5,7 +5,7 @@
 
 use super::call_pairs::CallPair;
 use super::parents::NO_PARENT;
-use crate::trace::{Nanos, NodeId, Trace};
+use crate::trace::{Nanos, NodeId, OperationId, Status, Trace};
 use hashbrown::HashMap;
 
 /// A node's place in a pattern's tree, with the samples of every instance.
@@ -26,6 +26,41 @@ pub struct Position {
     /// wait for it (an asynchronous child; see
     /// [`crate::nesting::NestOptions::async_window`]).
     pub unawaited: u64,
+    /// The operations called here and how often, in order of first appearance (a
+    /// handful per position: a service has few methods).
+    pub operations: Vec<(OperationId, u64)>,
+    /// Instances whose call here was answered with a failure.
+    pub errors: u64,
+    /// Instances whose answer's status is known (the denominator of the error rate).
+    pub with_status: u64,
+}
+
+impl Position {
+    /// The operations called here with their counts, most frequent first (ties by
+    /// name), for output.
+    pub fn operations_by_count<'t>(&self, trace: &'t Trace) -> Vec<(&'t str, u64)> {
+        let mut named: Vec<(&str, u64)> = self
+            .operations
+            .iter()
+            .filter_map(|&(id, count)| Some((trace.operation_name(id)?, count)))
+            .collect();
+        named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        named
+    }
+
+    fn count_operation(&mut self, operation: OperationId) {
+        if operation == OperationId::NONE {
+            return;
+        }
+        match self
+            .operations
+            .iter_mut()
+            .find(|(known, _)| *known == operation)
+        {
+            Some((_, count)) => *count += 1,
+            None => self.operations.push((operation, 1)),
+        }
+    }
 }
 
 /// One causal path pattern: a call tree shape, how often it occurred, and its latencies.
@@ -161,6 +196,7 @@ pub fn find_patterns(
     pairs: &[CallPair],
     parent: &[u32],
     confidence: &[f32],
+    by_operation: bool,
 ) -> Vec<Pattern> {
     let children = ChildLists::new(parent);
     let mut by_signature: HashMap<String, u32> = HashMap::new();
@@ -168,7 +204,7 @@ pub fn find_patterns(
     let mut signature = String::new();
     let mut order = Vec::new();
     for root in (0..pairs.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT) {
-        write_signature(trace, pairs, &children, root, &mut signature);
+        write_signature(trace, pairs, &children, root, by_operation, &mut signature);
         let index = match by_signature.get(signature.as_str()) {
             Some(&index) => index,
             None => {
@@ -190,6 +226,15 @@ pub fn find_patterns(
         for (position, &(call, parent_call)) in pattern.positions.iter_mut().zip(&order) {
             let pair = &pairs[call as usize];
             position.latencies.push(pair.latency());
+            position.count_operation(trace.operation(pair.call_id));
+            match trace.status(pair.call_id) {
+                Status::Unknown => {}
+                Status::Ok => position.with_status += 1,
+                Status::Failed(_) => {
+                    position.with_status += 1;
+                    position.errors += 1;
+                }
+            }
             let delay = if parent_call == NO_PARENT {
                 0
             } else {
@@ -215,6 +260,7 @@ fn write_signature(
     pairs: &[CallPair],
     children: &ChildLists,
     root: u32,
+    by_operation: bool,
     out: &mut String,
 ) {
     enum Step {
@@ -229,7 +275,13 @@ fn write_signature(
         match step {
             Step::Text(text) => out.push_str(text),
             Step::Node(call) => {
-                out.push_str(trace.node_name(pairs[call as usize].callee));
+                let pair = &pairs[call as usize];
+                out.push_str(trace.node_name(pair.callee));
+                if by_operation {
+                    if let Some(name) = trace.operation_name(trace.operation(pair.call_id)) {
+                        push_operation(name, out);
+                    }
+                }
                 let kids = children.of(call);
                 if !kids.is_empty() {
                     out.push('(');
@@ -244,6 +296,17 @@ fn write_signature(
             }
         }
     }
+}
+
+/// `[name]`, with what a signature cannot hold (blanks, parentheses, commas, brackets)
+/// written as `_`, as the text trace writes an operation's blanks.
+fn push_operation(name: &str, out: &mut String) {
+    out.push('[');
+    out.extend(name.chars().map(|c| match c {
+        ' ' | '\t' | '(' | ')' | ',' | '[' | ']' => '_',
+        c => c,
+    }));
+    out.push(']');
 }
 
 /// (call, its parent call) in pre-order under `root`.
@@ -275,6 +338,9 @@ fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> 
             latencies: Vec::new(),
             call_delays: Vec::new(),
             unawaited: 0,
+            operations: Vec::new(),
+            errors: 0,
+            with_status: 0,
         })
         .collect()
 }

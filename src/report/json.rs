@@ -85,7 +85,20 @@ struct NodeOut<'a> {
     /// not wait for it); only where some did (asynchronous children, `--async-window`).
     #[serde(skip_serializing_if = "Option::is_none")]
     unawaited_share: Option<f64>,
+    /// The operations called here, most frequent first; only where the protocol names
+    /// them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    operations: Vec<OperationOut<'a>>,
+    /// Calls here answered with a failure; only where the protocol tells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<u64>,
     children: Vec<NodeOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct OperationOut<'a> {
+    name: &'a str,
+    count: u64,
 }
 
 #[derive(Serialize)]
@@ -177,6 +190,12 @@ fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> Nod
         call_delay_s: Summary::of(&pos.call_delays).into(),
         unawaited_share: (pos.unawaited > 0)
             .then(|| pos.unawaited as f64 / pos.latencies.len() as f64),
+        operations: pos
+            .operations_by_count(report.trace)
+            .into_iter()
+            .map(|(name, count)| OperationOut { name, count })
+            .collect(),
+        errors: (pos.with_status > 0).then_some(pos.errors),
         children: pos
             .children
             .iter()

@@ -3,7 +3,10 @@
 //! and pairs replies with requests (by transaction id, else in order). After lost bytes
 //! a side waits for a segment that could start a message.
 
-use super::{CallKey, Chunk, Framed, Framer, Meaning, Output, Protocol, Side, Step};
+use super::turns::Turns;
+use super::{
+    CallKey, Chunk, Framed, Framer, Meaning, Operation, Output, Protocol, Side, Status, Step,
+};
 use crate::trace::{Kind, Nanos};
 use std::collections::VecDeque;
 
@@ -29,6 +32,7 @@ struct Tail {
     seq: u32,
     first: Nanos,
     last: Nanos,
+    label: (Operation, Status),
 }
 
 impl Pending {
@@ -64,6 +68,8 @@ pub struct Delimited<P> {
     server: Pending,
     in_order: VecDeque<CallKey>,
     by_id: Vec<u32>,
+    /// Set once the protocol gives up framing (a switch to TLS): the rest by turns.
+    by_turns: Option<Turns>,
 }
 
 impl<P: Protocol> Delimited<P> {
@@ -75,6 +81,7 @@ impl<P: Protocol> Delimited<P> {
             server: Pending::default(),
             in_order: VecDeque::new(),
             by_id: Vec::new(),
+            by_turns: None,
         }
     }
 
@@ -83,6 +90,22 @@ impl<P: Protocol> Delimited<P> {
             Side::Client => &mut self.client,
             Side::Server => &mut self.server,
         }
+    }
+
+    /// The operation name and status the protocol gives the message it just cut.
+    fn label(
+        &mut self,
+        from: Side,
+        meaning: Meaning,
+        head: &[u8],
+        out: &mut Output,
+    ) -> (Operation, Status) {
+        let label = self.protocol.label(from, meaning, head);
+        let operation = match &label.operation {
+            Some(name) => out.operation(name),
+            None => Operation::NONE,
+        };
+        (operation, label.status)
     }
 
     fn cut(&mut self, from: Side, out: &mut Output) {
@@ -104,12 +127,21 @@ impl<P: Protocol> Delimited<P> {
                 }
                 Step::Message { len, meaning } if len > pending.bytes.len() => {
                     let buffered = pending.bytes.len();
+                    let (seq, first, last) = (
+                        pending.seq,
+                        pending.time_at(0),
+                        pending.time_at(buffered - 1),
+                    );
+                    let head = std::mem::take(&mut self.side(from).bytes);
+                    let label = self.label(from, meaning, &head, out);
+                    self.side(from).bytes = head;
                     let tail = Tail {
                         rest: len - buffered,
                         meaning,
-                        seq: pending.seq,
-                        first: pending.time_at(0),
-                        last: pending.time_at(buffered - 1),
+                        seq,
+                        first,
+                        last,
+                        label,
                     };
                     let pending = self.side(from);
                     pending.consume(buffered);
@@ -121,7 +153,10 @@ impl<P: Protocol> Delimited<P> {
                     let first = pending.time_at(0);
                     let last = pending.time_at(len - 1);
                     let seq = pending.seq;
-                    self.emit(from, meaning, seq, first, last, out);
+                    let head = std::mem::take(&mut self.side(from).bytes);
+                    let label = self.label(from, meaning, &head[..len], out);
+                    self.side(from).bytes = head;
+                    self.emit(from, meaning, seq, first, last, label, out);
                     self.side(from).consume(len);
                 }
             }
@@ -146,19 +181,22 @@ impl<P: Protocol> Delimited<P> {
                     return None;
                 }
                 Step::Message { len, meaning } if len > chunk.bytes.len() => {
+                    let label = self.label(from, meaning, chunk.bytes, out);
                     self.side(from).tail = Some(Tail {
                         rest: len - chunk.bytes.len(),
                         meaning,
                         seq: chunk.seq,
                         first: chunk.time,
                         last: chunk.time,
+                        label,
                     });
                     self.side(from).seq = chunk.seq.wrapping_add(chunk.bytes.len() as u32);
                     return None;
                 }
                 Step::Message { len, meaning } => {
                     let len = len.max(1);
-                    self.emit(from, meaning, chunk.seq, chunk.time, chunk.time, out);
+                    let label = self.label(from, meaning, &chunk.bytes[..len], out);
+                    self.emit(from, meaning, chunk.seq, chunk.time, chunk.time, label, out);
                     chunk.bytes = &chunk.bytes[len..];
                     chunk.seq = chunk.seq.wrapping_add(len as u32);
                 }
@@ -167,6 +205,7 @@ impl<P: Protocol> Delimited<P> {
         None
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn emit(
         &mut self,
         from: Side,
@@ -174,10 +213,15 @@ impl<P: Protocol> Delimited<P> {
         seq: u32,
         first: Nanos,
         last: Nanos,
+        (operation, status): (Operation, Status),
         out: &mut Output,
     ) {
         let (kind, key) = match meaning {
-            Meaning::Housekeeping => return,
+            Meaning::Housekeeping => {
+                out.housekeeping
+                    .push("protocol housekeeping (handshakes, authentication, interim replies)");
+                return;
+            }
             Meaning::OneWay => (Kind::Free, CallKey::Seq(seq)),
             Meaning::Request(None) => {
                 self.in_order.push_back(CallKey::Seq(seq));
@@ -207,22 +251,18 @@ impl<P: Protocol> Delimited<P> {
                 }
             },
         };
-        out.messages.push(Framed::new(from, kind, key, first, last));
+        let mut framed = Framed::new(from, kind, key, first, last);
+        if kind == Kind::Call {
+            framed.operation = operation;
+        } else if kind == Kind::Return {
+            framed.status = status;
+        }
+        out.messages.push(framed);
     }
 
-    fn lose(&mut self, from: Side) {
-        self.protocol.reset(from);
-        let pending = self.side(from);
-        pending.clear();
-        pending.tail = None;
-        pending.lost = true;
-        // Replies can no longer be matched by order: whatever was open stays unanswered.
-        self.in_order.clear();
-    }
-}
-
-impl<P: Protocol> Framer for Delimited<P> {
-    fn data(&mut self, from: Side, mut chunk: Chunk<'_>, out: &mut Output) {
+    /// Takes a segment's bytes: a tail counted off, whole messages cut, the rest
+    /// buffered.
+    fn frame(&mut self, from: Side, mut chunk: Chunk<'_>, out: &mut Output) {
         if let Some(mut tail) = self.side(from).tail.take() {
             let taken = tail.rest.min(chunk.bytes.len());
             tail.rest -= taken;
@@ -231,7 +271,15 @@ impl<P: Protocol> Framer for Delimited<P> {
                 self.side(from).tail = Some(tail);
                 return;
             }
-            self.emit(from, tail.meaning, tail.seq, tail.first, tail.last, out);
+            self.emit(
+                from,
+                tail.meaning,
+                tail.seq,
+                tail.first,
+                tail.last,
+                tail.label,
+                out,
+            );
             chunk.bytes = &chunk.bytes[taken..];
             chunk.seq = chunk.seq.wrapping_add(taken as u32);
             self.side(from).seq = chunk.seq;
@@ -270,7 +318,39 @@ impl<P: Protocol> Framer for Delimited<P> {
         self.cut(from, out);
     }
 
+    fn lose(&mut self, from: Side) {
+        self.protocol.reset(from);
+        let pending = self.side(from);
+        pending.clear();
+        pending.tail = None;
+        pending.lost = true;
+        // Replies can no longer be matched by order: whatever was open stays unanswered.
+        self.in_order.clear();
+    }
+}
+
+impl<P: Protocol> Framer for Delimited<P> {
+    fn data(&mut self, from: Side, chunk: Chunk<'_>, out: &mut Output) {
+        if let Some(turns) = &mut self.by_turns {
+            turns.data(from, chunk, out);
+            return;
+        }
+        self.frame(from, chunk, out);
+        if self.protocol.read_by_turns() {
+            // What is buffered is the start of what cannot be framed: it goes too.
+            self.client.clear();
+            self.server.clear();
+            self.client.tail = None;
+            self.server.tail = None;
+            self.by_turns = Some(Turns::default());
+        }
+    }
+
     fn gap(&mut self, from: Side, bytes: usize, out: &mut Output) {
+        if let Some(turns) = &mut self.by_turns {
+            turns.gap(from, bytes, out);
+            return;
+        }
         let pending = self.side(from);
         if let Some(tail) = &mut pending.tail {
             if bytes <= tail.rest {
@@ -278,7 +358,15 @@ impl<P: Protocol> Framer for Delimited<P> {
                 tail.rest -= bytes;
                 if tail.rest == 0 {
                     let tail = pending.tail.take().expect("checked");
-                    self.emit(from, tail.meaning, tail.seq, tail.first, tail.last, out);
+                    self.emit(
+                        from,
+                        tail.meaning,
+                        tail.seq,
+                        tail.first,
+                        tail.last,
+                        tail.label,
+                        out,
+                    );
                     let pending = self.side(from);
                     pending.seq = pending.seq.wrapping_add(bytes as u32);
                 }
@@ -292,6 +380,10 @@ impl<P: Protocol> Framer for Delimited<P> {
     }
 
     fn close(&mut self, out: &mut Output) {
+        if let Some(turns) = &mut self.by_turns {
+            turns.close(out);
+            return;
+        }
         for from in [Side::Client, Side::Server] {
             let pending = match from {
                 Side::Client => &self.client,
@@ -314,7 +406,10 @@ impl<P: Protocol> Framer for Delimited<P> {
                     let first = pending.time_at(0);
                     let last = pending.time_at(pending.bytes.len() - 1);
                     let seq = pending.seq;
-                    self.emit(from, meaning, seq, first, last, out);
+                    let head = std::mem::take(&mut self.side(from).bytes);
+                    let label = self.label(from, meaning, &head, out);
+                    self.side(from).bytes = head;
+                    self.emit(from, meaning, seq, first, last, label, out);
                 }
                 None => out
                     .problems

@@ -268,6 +268,32 @@ impl Protocol for Http {
         step
     }
 
+    fn label<'b>(&mut self, from: Side, _meaning: Meaning, head: &'b [u8]) -> super::Label<'b> {
+        let line = &head[..memchr::memchr(b'\r', head)
+            .unwrap_or(head.len())
+            .min(MAX_HEAD)];
+        let line = String::from_utf8_lossy(line);
+        let mut words = line.split(' ');
+        match from {
+            Side::Client => super::Label {
+                operation: match (words.next(), words.next()) {
+                    (Some(method), Some(target)) => {
+                        Some(std::borrow::Cow::Owned(operation_name(method, target)))
+                    }
+                    _ => None,
+                },
+                status: super::Status::Unknown,
+            },
+            Side::Server => super::Label {
+                operation: None,
+                status: words
+                    .nth(1)
+                    .and_then(|code| code.parse().ok())
+                    .map_or(super::Status::Unknown, status),
+            },
+        }
+    }
+
     fn at_close(&mut self, from: Side, bytes: &[u8]) -> Option<Meaning> {
         self.heads[from as usize] = None;
         (from == Side::Server && looks_like_response(bytes) && parse_head(bytes).ok()??.len > 0)

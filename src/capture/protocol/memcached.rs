@@ -11,7 +11,8 @@
 //!   (`getq`, `setq`, ...) answer only on a hit or an error: they are free-form
 //!   messages, and a reply to one is counted as a reply with no open request.
 
-use super::{line_end, Meaning, Protocol, Side, Step};
+use super::{line_end, Label, Meaning, Protocol, Side, Status, Step};
+use std::borrow::Cow;
 
 /// Longest text line accepted (a multi-key `get` can be long; a key is at most 250 bytes).
 const MAX_LINE: usize = 64 * 1024;
@@ -102,6 +103,44 @@ pub fn looks_like_request(bytes: &[u8]) -> bool {
         }
         None => false,
     }
+}
+
+/// A binary opcode's name, as the text protocol's command (the quiet forms with `q`).
+fn binary_name(opcode: u8) -> &'static str {
+    const NAMES: [&str; 0x1f] = [
+        "get",
+        "set",
+        "add",
+        "replace",
+        "delete",
+        "incr",
+        "decr",
+        "quit",
+        "flush_all",
+        "getq",
+        "noop",
+        "version",
+        "getk",
+        "getkq",
+        "append",
+        "prepend",
+        "stat",
+        "setq",
+        "addq",
+        "replaceq",
+        "deleteq",
+        "incrq",
+        "decrq",
+        "quitq",
+        "flushq",
+        "appendq",
+        "prependq",
+        "verbosity",
+        "touch",
+        "gat",
+        "gatq",
+    ];
+    NAMES.get(usize::from(opcode)).copied().unwrap_or("binary")
 }
 
 /// The memcached protocols (no state: text replies come in request order, binary ones
@@ -274,6 +313,41 @@ impl Protocol for Memcached {
             Ok(Some(step)) => step,
             Ok(None) => Step::NeedMore,
             Err(()) => Step::Invalid,
+        }
+    }
+
+    fn label<'b>(&mut self, from: Side, _meaning: Meaning, head: &'b [u8]) -> Label<'b> {
+        let binary =
+            head.first() == Some(&BINARY_REQUEST) || head.first() == Some(&BINARY_RESPONSE);
+        match from {
+            Side::Client if binary => Label {
+                operation: head
+                    .get(1)
+                    .map(|&opcode| Cow::Borrowed(binary_name(opcode))),
+                status: Status::Unknown,
+            },
+            Side::Client => Label {
+                operation: std::str::from_utf8(first_word(head))
+                    .ok()
+                    .map(Cow::Borrowed),
+                status: Status::Unknown,
+            },
+            // The status field: 0 is success; 1 (key not found) is an answer too.
+            Side::Server if binary => Label {
+                operation: None,
+                status: match head.get(6..8) {
+                    Some(&[0, 0]) | Some(&[0, 1]) => Status::Ok,
+                    Some(code) => Status::Failed(u32::from(u16::from_be_bytes([code[0], code[1]]))),
+                    None => Status::Unknown,
+                },
+            },
+            Side::Server => Label {
+                operation: None,
+                status: match first_word(head) {
+                    b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => Status::Failed(0),
+                    _ => Status::Ok,
+                },
+            },
         }
     }
 

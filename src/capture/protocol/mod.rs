@@ -9,13 +9,14 @@
 //! [`turns::Stream`] (every segment is a free-form message), and
 //! [`delimited::Delimited`], which buffers bytes and asks a [`Protocol`] where the next
 //! whole message ends and what it means. The protocols with real framing (HTTP/1.x,
-//! DNS, ONC RPC, Redis RESP, PostgreSQL, memcached) implement only that question.
+//! DNS, ONC RPC, Redis RESP, PostgreSQL, memcached, MySQL) implement only that question.
 
 pub mod delimited;
 pub mod dns;
 pub mod http;
 pub mod http2;
 pub mod memcached;
+pub mod mysql;
 pub mod onc_rpc;
 pub mod postgres;
 pub mod resp;
@@ -202,6 +203,26 @@ pub trait Protocol: Send {
     fn reset(&mut self, _from: Side) {}
     /// After lost bytes: could a message start at the start of `bytes`?
     fn could_start(&self, from: Side, bytes: &[u8]) -> bool;
+    /// What the message [`Protocol::next`] just cut means beyond its place: the
+    /// operation a request asks for, how a reply answered. `head` is the message's
+    /// bytes as far as they have come (a long message's first segment, at least).
+    fn label<'b>(&mut self, _from: Side, _meaning: Meaning, _head: &'b [u8]) -> Label<'b> {
+        Label::default()
+    }
+    /// Whether the connection can no longer be framed as this protocol and is to be
+    /// read by turns from here on (it switched to TLS).
+    fn read_by_turns(&self) -> bool {
+        false
+    }
+}
+
+/// What a protocol says of one message: see [`Protocol::label`].
+#[derive(Debug, Default)]
+pub struct Label<'b> {
+    /// A request's operation name.
+    pub operation: Option<std::borrow::Cow<'b, str>>,
+    /// A reply's status.
+    pub status: Status,
 }
 
 /// The protocols a connection or port can be read as.
@@ -223,6 +244,8 @@ pub enum ProtocolName {
     Postgres,
     /// memcached, text and binary.
     Memcached,
+    /// MySQL and MariaDB.
+    Mysql,
     /// Generic UDP request/response by port pair.
     Udp,
     /// One-way stream: every segment or datagram is a free-form message.
@@ -231,7 +254,7 @@ pub enum ProtocolName {
 
 impl ProtocolName {
     /// Every protocol, for `--help` and errors.
-    pub const ALL: [ProtocolName; 10] = [
+    pub const ALL: [ProtocolName; 11] = [
         ProtocolName::Tcp,
         ProtocolName::Http,
         ProtocolName::Http2,
@@ -240,6 +263,7 @@ impl ProtocolName {
         ProtocolName::Redis,
         ProtocolName::Postgres,
         ProtocolName::Memcached,
+        ProtocolName::Mysql,
         ProtocolName::Udp,
         ProtocolName::Stream,
     ];
@@ -255,6 +279,7 @@ impl ProtocolName {
             ProtocolName::Redis => "redis",
             ProtocolName::Postgres => "postgres",
             ProtocolName::Memcached => "memcached",
+            ProtocolName::Mysql => "mysql",
             ProtocolName::Udp => "udp",
             ProtocolName::Stream => "stream",
         }
@@ -274,6 +299,7 @@ impl ProtocolName {
             6379 => ProtocolName::Redis,
             5432 => ProtocolName::Postgres,
             11211 => ProtocolName::Memcached,
+            3306 => ProtocolName::Mysql,
             // gRPC's customary port.
             50051 => ProtocolName::Http2,
             _ => return None,
@@ -289,6 +315,7 @@ impl ProtocolName {
             ProtocolName::Redis => resp::looks_like_request(first),
             ProtocolName::Postgres => postgres::looks_like_client(first),
             ProtocolName::Memcached => memcached::looks_like_request(first),
+            ProtocolName::Mysql => mysql::looks_like_command(first),
             ProtocolName::OncRpc => onc_rpc::looks_like_call_record(first),
             ProtocolName::Dns => first.len() >= 14,
             ProtocolName::Tcp | ProtocolName::Udp | ProtocolName::Stream => true,
@@ -309,6 +336,7 @@ impl ProtocolName {
                 Box::new(delimited::Delimited::new(postgres::Postgres::default()))
             }
             ProtocolName::Memcached => Box::new(delimited::Delimited::new(memcached::Memcached)),
+            ProtocolName::Mysql => Box::new(delimited::Delimited::new(mysql::MySql::default())),
         }
     }
 }

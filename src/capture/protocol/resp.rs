@@ -1,7 +1,8 @@
 //! Redis RESP (2 and 3): each request is a command (an array of bulk strings, or an
 //! inline line), each reply one value, pipelined replies in order.
 
-use super::{line_end, Meaning, Protocol, Side, Step};
+use super::{line_end, Label, Meaning, Protocol, Side, Status, Step};
+use std::borrow::Cow;
 
 /// Longest header line (type byte, number or simple string) accepted.
 const MAX_LINE: usize = 64 * 1024;
@@ -87,6 +88,30 @@ fn value_at(bytes: &[u8], at: usize, depth: usize) -> Result<Option<usize>, ()> 
     }
 }
 
+/// A command's name, upper-cased: the first bulk string of an array, or an inline
+/// command's first word.
+fn command_name(head: &[u8]) -> Option<String> {
+    let word = if head.first() == Some(&b'*') {
+        // `*N\r\n$L\r\nNAME\r\n`
+        let after_count = line_end(head, MAX_LINE)?;
+        let rest = &head[after_count..];
+        let after_length = line_end(rest, MAX_LINE)?;
+        let rest = &rest[after_length..];
+        &rest[..rest.iter().position(|&b| b == b'\r')?]
+    } else {
+        let end = head
+            .iter()
+            .position(|b| b.is_ascii_whitespace())
+            .unwrap_or(head.len());
+        &head[..end]
+    };
+    let word = &word[..word.len().min(32)];
+    word.iter()
+        .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.')
+        .then(|| String::from_utf8_lossy(word).to_ascii_uppercase())
+        .filter(|w| !w.is_empty())
+}
+
 impl Protocol for Resp {
     fn next(&mut self, from: Side, bytes: &[u8]) -> Step {
         let inline = from == Side::Client && bytes[0] != b'*';
@@ -108,6 +133,23 @@ impl Protocol for Resp {
             Ok(Some(len)) => Step::Message { len, meaning },
             Ok(None) => Step::NeedMore,
             Err(()) => Step::Invalid,
+        }
+    }
+
+    fn label<'b>(&mut self, from: Side, _meaning: Meaning, head: &'b [u8]) -> Label<'b> {
+        match from {
+            Side::Client => Label {
+                operation: command_name(head).map(Cow::Owned),
+                status: Status::Unknown,
+            },
+            Side::Server => Label {
+                operation: None,
+                status: match head.first() {
+                    Some(b'-' | b'!') => Status::Failed(0),
+                    Some(_) => Status::Ok,
+                    None => Status::Unknown,
+                },
+            },
         }
     }
 

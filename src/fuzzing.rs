@@ -162,3 +162,59 @@ pub fn protocols(data: &[u8]) {
         }
     }
 }
+
+/// Feeds `data` to one protocol's TCP framer as a conversation of records, so that
+/// binary framers (HTTP/2, MySQL) see every byte value: each record is a control byte
+/// (bit 0: the server sends; bits 1-7: bytes lost before this segment), a two-byte
+/// little-endian length, and that many payload bytes. [`framer_records`] writes this
+/// format, for seeds cut from real captures. Panics only on a bug.
+pub fn framer(protocol: crate::capture::protocol::ProtocolName, data: &[u8]) {
+    use crate::capture::protocol::{Chunk, Output, Side};
+    let mut framer = protocol.tcp_framer();
+    let mut out = Output::default();
+    let mut seq = [0u32; 2];
+    let mut rest = data;
+    let mut time = 0;
+    while let [control, low, high, tail @ ..] = rest {
+        let side = if control & 1 == 0 {
+            Side::Client
+        } else {
+            Side::Server
+        };
+        let index = side as usize;
+        let lost = usize::from(control >> 1);
+        if lost > 0 {
+            framer.gap(side, lost, &mut out);
+            seq[index] = seq[index].wrapping_add(lost as u32);
+        }
+        let len = usize::from(u16::from_le_bytes([*low, *high])).min(tail.len());
+        time += 1_000;
+        framer.data(
+            side,
+            Chunk {
+                time,
+                seq: seq[index],
+                bytes: &tail[..len],
+            },
+            &mut out,
+        );
+        seq[index] = seq[index].wrapping_add(len as u32);
+        rest = &tail[len..];
+    }
+    framer.close(&mut out);
+    for message in &out.messages {
+        assert!(message.first <= message.last);
+        let named = message.operation == crate::capture::protocol::Operation::NONE
+            || (message.operation.0 as usize) < out.operations.len();
+        assert!(named, "operation ids index the names given");
+    }
+}
+
+/// Writes one segment in [`framer`]'s input format.
+pub fn framer_records(server: bool, bytes: &[u8], out: &mut Vec<u8>) {
+    for piece in bytes.chunks(usize::from(u16::MAX)) {
+        out.push(u8::from(server));
+        out.extend_from_slice(&(piece.len() as u16).to_le_bytes());
+        out.extend_from_slice(piece);
+    }
+}

@@ -405,6 +405,38 @@ fn node_by_operation_names_grpc_methods_sql_keywords_and_cache_commands() {
 }
 
 #[test]
+fn records_of_grpc_captures_keep_streams_operations_and_statuses() {
+    // The call ids carry the stream (`...#s7`); op= and status= carry the names.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("grpc.trace");
+    let text = stdout_of(blackbox().args(["records", "-q"]).args(captures_in("grpc")));
+    assert!(
+        text.contains("#s1 op=/shop.Gateway/GetItem\n"),
+        "{}",
+        &text[..300]
+    );
+    assert!(text.contains(" status=ok\n"));
+    std::fs::write(&trace, &text).unwrap();
+    for by in ["host", "operation"] {
+        let from_captures = stdout_of(
+            blackbox()
+                .args(["nest", "-q", "--node-by", by])
+                .args(captures_in("grpc")),
+        );
+        let from_text = stdout_of(blackbox().args(["nest", "-q", "--node-by", by]).arg(&trace));
+        // Text traces name nodes as written (hosts): drop the captures' ports.
+        assert_eq!(
+            from_text,
+            from_captures
+                .replace(":50051", "")
+                .replace(":11211", "")
+                .replace(":3306", ""),
+            "--node-by {by}"
+        );
+    }
+}
+
+#[test]
 fn json_lists_each_nodes_operations_and_errors() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");

@@ -51,8 +51,17 @@ pub fn write(
         input.seen_at_sender_only,
         input.seen_at_receiver_only,
         if input.lines > 0 {
+            let ignored = if input.ignored_fields > 0 {
+                format!(
+                    "; {} key=value field{} with unknown keys ignored",
+                    input.ignored_fields,
+                    plural(input.ignored_fields)
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "; {} blank or comment line{}",
+                "; {} blank or comment line{}{ignored}",
                 input.blank_or_comment_lines,
                 plural(input.blank_or_comment_lines)
             )

@@ -242,6 +242,10 @@ impl Message {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Counts of what went into a trace and what was set aside, for the run summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct InputStats {
@@ -261,6 +265,9 @@ pub struct InputStats {
     pub seen_at_sender_only: u64,
     /// Messages seen only where they were received.
     pub seen_at_receiver_only: u64,
+    /// `key=value` fields of text traces whose key is not read (ignored).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ignored_fields: u64,
 }
 
 /// A merged, time-ordered trace of messages from one or more sources.

@@ -3,11 +3,15 @@
 //! error messages; merging ends and ordering belong to the builder.
 //!
 //! ```text
-//! <timestamp> <op> <sender> <receiver> <call-id> [<truth>]    # comment
+//! <timestamp> <op> <sender> <receiver> <call-id> [<truth>] [key=value ...]    # comment
 //! ```
+//!
+//! The keys read are `truth=` (as the bare sixth field), `op=` (the call's operation,
+//! blanks written as `_`) and `status=` (`ok` or a failure's code); others are
+//! counted and ignored, so that traces from newer writers still read.
 
 use super::time::{self, TimeError};
-use super::{End, Kind, Message, Trace, TraceBuilder, Truth};
+use super::{End, Kind, Message, Status, Trace, TraceBuilder, Truth};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -44,9 +48,12 @@ pub enum LineProblem {
     /// Fewer than the five required fields.
     #[error("expected 5 fields (timestamp op sender receiver call-id), found {0}")]
     MissingFields(usize),
-    /// More than the six allowed fields.
-    #[error("expected at most 6 fields (timestamp op sender receiver call-id truth), found {0}")]
+    /// More than the six allowed bare fields.
+    #[error("expected at most 6 fields (timestamp op sender receiver call-id truth) before key=value ones, found {0}")]
     TooManyFields(usize),
+    /// A `status=` that is neither `ok` nor a number.
+    #[error("bad status `{0}` (expected ok or a failure's code)")]
+    BadStatus(String),
     /// The timestamp is not decimal seconds.
     #[error("bad timestamp `{text}`: {reason}")]
     BadTimestamp {
@@ -166,20 +173,44 @@ fn read_lines(
 
 /// Parses one line; `Ok(false)` for a blank or comment line.
 fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProblem> {
-    let content = match raw.iter().position(|&b| b == b'#') {
+    // A comment starts with a `#` that begins a field: inside a field it is part of it,
+    // as in the call ids `records` writes for captures (`tcp:a:1>b:2#s7`).
+    let content = match raw
+        .iter()
+        .enumerate()
+        .position(|(i, &b)| b == b'#' && (i == 0 || matches!(raw[i - 1], b' ' | b'\t')))
+    {
         Some(hash) => &raw[..hash],
         None => raw,
     };
     let mut fields: [&[u8]; 6] = [&[]; 6];
     let mut count = 0;
-    for field in content
+    let mut keyed: [Option<&[u8]>; 3] = [None; 3];
+    let mut words = content
         .split(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-        .filter(|f| !f.is_empty())
-    {
+        .filter(|f| !f.is_empty());
+    for field in words.by_ref() {
+        if count >= 5 && field.contains(&b'=') {
+            keep_key(field, &mut keyed, builder);
+            break;
+        }
         if count < fields.len() {
             fields[count] = field;
         }
         count += 1;
+    }
+    for field in words {
+        if !field.contains(&b'=') {
+            return Err(LineProblem::TooManyFields(count + 1));
+        }
+        keep_key(field, &mut keyed, builder);
+    }
+    let [keyed_truth, operation, status] = keyed;
+    if count == 5 {
+        if let Some(truth) = keyed_truth {
+            fields[5] = truth;
+            count = 6;
+        }
     }
     match count {
         0 => return Ok(false),
@@ -201,10 +232,38 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
     } else {
         Truth::NONE
     };
+    if let Some(name) = operation {
+        builder.operation(call_id, utf8(name)?);
+    }
+    if let Some(status) = status {
+        let text = utf8(status)?;
+        let status = Status::parse(text).ok_or_else(|| LineProblem::BadStatus(text.into()))?;
+        builder.status(call_id, status);
+    }
     builder.push(Message::observed(
         end, time, kind, sender, receiver, call_id, truth,
     ));
     Ok(true)
+}
+
+/// Keeps a `key=value` field's value if the key is one read here (`truth`, `op`,
+/// `status`, in that order in `keyed`); counts it otherwise.
+fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 3], builder: &mut TraceBuilder) {
+    let equals = field
+        .iter()
+        .position(|&b| b == b'=')
+        .expect("a key=value field");
+    let (key, value) = (&field[..equals], &field[equals + 1..]);
+    let slot = match key {
+        b"truth" => 0,
+        b"op" => 1,
+        b"status" => 2,
+        _ => {
+            builder.stats_mut().ignored_fields += 1;
+            return;
+        }
+    };
+    keyed[slot] = Some(value);
 }
 
 /// The kind of message and the end it was seen at, from an op field (`CALL_RECV`, ...).
@@ -245,7 +304,8 @@ fn shorten(raw: &[u8]) -> String {
 }
 
 /// Writes a trace in the text format: one line per observed end, in time order, with
-/// the truth column where a message has one. Reading the output back yields the same
+/// the truth column where a message has one, `op=` on calls and `status=` on returns
+/// where the protocol told them. Reading the output back yields the same
 /// messages, to the nanosecond.
 pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     let mut lines: Vec<(i64, usize, End)> = Vec::with_capacity(trace.messages.len() * 2);
@@ -276,6 +336,25 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
         if let Some(truth) = trace.truth_text(m.truth()) {
             line.push(' ');
             line.push_str(truth);
+        }
+        match m.kind() {
+            Kind::Call => {
+                if let Some(name) = trace.operation_name(trace.operation(m.call_id())) {
+                    line.push_str(" op=");
+                    line.extend(
+                        name.chars()
+                            .map(|c| if c.is_whitespace() { '_' } else { c }),
+                    );
+                }
+            }
+            Kind::Return => match trace.status(m.call_id()) {
+                Status::Unknown => {}
+                status => {
+                    line.push_str(" status=");
+                    line.push_str(&status.to_string());
+                }
+            },
+            Kind::Free => {}
         }
         line.push('\n');
         out.write_all(line.as_bytes())?;
@@ -439,5 +518,49 @@ mod tests {
         let mut twice = Vec::new();
         write(&again, &mut twice).unwrap();
         assert_eq!(out, twice);
+    }
+
+    #[test]
+    fn operations_and_statuses_round_trip_and_unknown_keys_are_counted() {
+        let text = "1.0 CALL_SENT a b c1 t1 op=GET_/item/{n} conn=x\n\
+                    1.5 RET_SENT b a c1 status=503\n\
+                    2.0 CALL_SENT a b c2 truth=t2 op=SELECT\n\
+                    2.5 RET_SENT b a c2 status=ok\n";
+        let trace = trace_from_str(text);
+        assert_eq!(trace.stats.ignored_fields, 1);
+        let call = |id: &str| trace.call_ids.get(id).map(super::super::CallId).unwrap();
+        assert_eq!(
+            trace.operation_name(trace.operation(call("c1"))),
+            Some("GET_/item/{n}")
+        );
+        assert_eq!(trace.status(call("c1")), Status::Failed(503));
+        assert_eq!(trace.status(call("c2")), Status::Ok);
+        let mut written = Vec::new();
+        write(&trace, &mut written).unwrap();
+        let written = String::from_utf8(written).unwrap();
+        assert_eq!(
+            written,
+            "1.000000 CALL_SENT a b c1 t1 op=GET_/item/{n}\n\
+             1.500000 RET_SENT b a c1 status=503\n\
+             2.000000 CALL_SENT a b c2 t2 op=SELECT\n\
+             2.500000 RET_SENT b a c2 status=ok\n"
+        );
+        assert!(matches!(
+            parse_line(b"1 CALL a b c t x", &mut TraceBuilder::new()),
+            Err(LineProblem::TooManyFields(7))
+        ));
+        assert!(matches!(
+            parse_line(b"1 RET a b c status=bad", &mut TraceBuilder::new()),
+            Err(LineProblem::BadStatus(_))
+        ));
+    }
+
+    #[test]
+    fn a_hash_inside_a_call_id_is_not_a_comment() {
+        let trace = trace_from_str(
+            "# comment\n1.0 CALL_SENT a b tcp:x>y#s1 # note\n1.1 CALL_SENT a b tcp:x>y#s3\n",
+        );
+        assert_eq!(trace.call_ids.len(), 2);
+        assert_eq!(trace.stats.blank_or_comment_lines, 1);
     }
 }

@@ -242,3 +242,21 @@ fn the_convolution_report_renders_in_headless_chromium() {
     assert_rendered_cleanly(&dom, &log);
     assert!(dom.contains("<svg class=\"chain\""));
 }
+
+#[test]
+fn the_nesting_page_shows_each_nodes_operations_and_error_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_of(dir.path(), "nest", &support::captures_in("grpc"));
+    let html = std::fs::read_to_string(page).unwrap();
+    assert_self_contained(&html);
+    for shown in [
+        // The gateway of the top pattern mostly serves GetItem: its count comes first.
+        "<span class=\"ops\"><code>/shop.Gateway/GetItem</code> ×",
+        "<span class=\"ops\"><code>/shop.Catalog/GetItem</code> ×1534 </span>",
+        "<span class=\"ops\"><code>get</code> ×1534 </span>",
+        "<span class=\"ops\"><code>INSERT</code> ×",
+        "<span class=\"ops\">0.0% errors (0 of 1534)</span>",
+    ] {
+        assert!(html.contains(shown), "{shown} is not on the page");
+    }
+}

@@ -129,3 +129,73 @@ fn otlp_parent_links_equal_the_assignments_on_real_captures() {
         "{spans} spans, {traces} traces"
     );
 }
+
+#[test]
+fn grpc_and_database_spans_are_named_by_their_operation_with_semantic_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let otlp = dir.path().join("otlp.json");
+    blackbox()
+        .args(["nest", "-q", "--otlp"])
+        .arg(&otlp)
+        .args(support::captures_in("grpc"))
+        .assert()
+        .success();
+    let request: ExportTraceServiceRequest =
+        serde_json::from_str(&std::fs::read_to_string(&otlp).unwrap()).unwrap();
+    // name → (attributes other than blackbox's, with int values as text), once per name.
+    let mut seen: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for resource in &request.resource_spans {
+        for span in &resource.scope_spans[0].spans {
+            let attributes = span
+                .attributes
+                .iter()
+                .filter(|kv| !kv.key.starts_with("blackbox.") && kv.key != "peer.service")
+                .map(|kv| {
+                    let value = match kv.value.as_ref().unwrap().value.as_ref().unwrap() {
+                        Value::StringValue(s) => s.clone(),
+                        Value::IntValue(i) => i.to_string(),
+                        other => format!("{other:?}"),
+                    };
+                    (kv.key.clone(), value)
+                })
+                .collect();
+            seen.entry(span.name.clone()).or_insert(attributes);
+        }
+    }
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        seen["shop.Catalog/GetItem"],
+        pairs(&[
+            ("rpc.system", "grpc"),
+            ("rpc.service", "shop.Catalog"),
+            ("rpc.method", "GetItem"),
+            ("rpc.grpc.status_code", "0"),
+        ])
+    );
+    assert_eq!(
+        seen["SELECT"],
+        pairs(&[("db.system", "mysql"), ("db.operation.name", "SELECT")])
+    );
+    assert_eq!(
+        seen["get"],
+        pairs(&[("db.system", "memcached"), ("db.operation.name", "get")])
+    );
+    assert_eq!(
+        seen.keys().collect::<Vec<_>>(),
+        [
+            "INSERT",
+            "SELECT",
+            "SET",
+            "get",
+            "shop.Auth/Check",
+            "shop.Catalog/GetItem",
+            "shop.Gateway/GetItem",
+            "shop.Gateway/PlaceOrder",
+            "shop.Orders/Place",
+        ]
+    );
+}

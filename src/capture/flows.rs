@@ -26,6 +26,8 @@ pub struct CaptureMessage {
     pub server: u32,
     /// Whether the connection was TCP (else UDP).
     pub tcp: bool,
+    /// How the connection was read.
+    pub protocol: ProtocolName,
     /// The message.
     pub framed: Framed,
 }
@@ -432,6 +434,7 @@ fn take_messages(
             client: ends.client,
             server: ends.server,
             tcp: ends.tcp,
+            protocol: ends.protocol,
             framed,
         });
     }

@@ -515,6 +515,9 @@ pub fn add_to_trace(
             let call_id = builder.call_id(&text);
             if let Some(name) = capture.operations.get(framed.operation.0 as usize) {
                 builder.operation(call_id, name);
+                if let Some(system) = message.protocol.system(name) {
+                    builder.system(call_id, system);
+                }
             }
             builder.status(call_id, framed.status);
             let truth = match options.truth.get(&text) {

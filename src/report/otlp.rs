@@ -6,14 +6,20 @@
 //! callee), from its arrival to its answer on that service's clock, parented to the span
 //! of the call it was nested in. Ids are derived from positions in the result, so the
 //! same input gives the same file. Every call is exported, whatever `--top` shows.
+//! Where the protocol named the call's operation the span is named after it and
+//! carries the semantic-convention attributes of its system (`rpc.*`, `http.*`,
+//! `db.*`); a failed answer makes the span's status an error.
 
 use super::{NestReport, Render};
+use crate::nesting::call_pairs::CallPair;
 use crate::nesting::{roots, NO_PARENT};
-use crate::trace::Nanos;
+use crate::trace::{Nanos, Status, Trace};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, ResourceSpans, ScopeSpans, Span};
+use opentelemetry_proto::tonic::trace::v1::{
+    span::SpanKind, status::StatusCode, ResourceSpans, ScopeSpans, Span, Status as SpanStatus,
+};
 use std::io::{self, Write};
 
 /// The OTLP/JSON export.
@@ -55,6 +61,20 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
         if let Some(signature) = pattern_of[i] {
             attributes.push(string_attribute(PATTERN, signature));
         }
+        let name = operation_attributes(trace, pair, &mut attributes).unwrap_or_else(|| {
+            format!(
+                "{}->{}",
+                trace.node_name(pair.caller),
+                trace.node_name(pair.callee)
+            )
+        });
+        let status = match trace.status(pair.call_id) {
+            Status::Failed(_) => Some(SpanStatus {
+                code: StatusCode::Error as i32,
+                ..SpanStatus::default()
+            }),
+            _ => None,
+        };
         let parent = nesting.parent[i];
         services[pair.callee.0 as usize].push(Span {
             trace_id: trace_id(roots[i], pairs[roots[i] as usize].caller_send),
@@ -64,12 +84,9 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
             } else {
                 span_id(parent)
             },
-            name: format!(
-                "{}->{}",
-                trace.node_name(pair.caller),
-                trace.node_name(pair.callee)
-            ),
+            name,
             kind: SpanKind::Server as i32,
+            status,
             start_time_unix_nano: unix_nanos(pair.callee_recv),
             end_time_unix_nano: unix_nanos(pair.callee_return),
             attributes,
@@ -104,6 +121,72 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
                 ..ResourceSpans::default()
             })
             .collect(),
+    }
+}
+
+/// Adds the semantic-convention attributes of a call's operation, if its protocol
+/// named it; returns the span's name (`shop.Catalog/GetItem`, `GET /item/{n}`,
+/// `SELECT`).
+fn operation_attributes(
+    trace: &Trace,
+    pair: &CallPair,
+    attributes: &mut Vec<KeyValue>,
+) -> Option<String> {
+    let operation = trace.operation_name(trace.operation(pair.call_id))?;
+    let status = trace.status(pair.call_id);
+    let Some(system) = trace.system(pair.call_id) else {
+        return Some(operation.to_owned());
+    };
+    match system {
+        "grpc" => {
+            let full = operation.trim_start_matches('/');
+            attributes.push(string_attribute("rpc.system", "grpc"));
+            if let Some((service, method)) = full.split_once('/') {
+                attributes.push(string_attribute("rpc.service", service));
+                attributes.push(string_attribute("rpc.method", method));
+            }
+            let code = match status {
+                Status::Ok => Some(0),
+                Status::Failed(code) => Some(code),
+                Status::Unknown => None,
+            };
+            if let Some(code) = code {
+                attributes.push(int_attribute("rpc.grpc.status_code", i64::from(code)));
+            }
+            Some(full.to_owned())
+        }
+        "http" => {
+            if let Some((method, route)) = operation.split_once(' ') {
+                attributes.push(string_attribute("http.request.method", method));
+                // The path with its ids templated: a route, not the URL's own path.
+                attributes.push(string_attribute("http.route", route));
+            }
+            if let Status::Failed(code) = status {
+                attributes.push(int_attribute("http.response.status_code", i64::from(code)));
+            }
+            Some(operation.to_owned())
+        }
+        db => {
+            attributes.push(string_attribute("db.system", db));
+            attributes.push(string_attribute("db.operation.name", operation));
+            if let Status::Failed(code) = status {
+                attributes.push(string_attribute(
+                    "db.response.status_code",
+                    &code.to_string(),
+                ));
+            }
+            Some(operation.to_owned())
+        }
+    }
+}
+
+fn int_attribute(key: &str, value: i64) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::IntValue(value)),
+        }),
+        ..KeyValue::default()
     }
 }
 

@@ -289,6 +289,10 @@ pub struct Trace {
     call_operations: Vec<OperationId>,
     /// Each call id's answer status, by call id (shorter when the last ids have none).
     call_statuses: Vec<Status>,
+    /// The systems calls went to (`grpc`, `mysql`), by call id, as indexes into
+    /// `systems` (`u8::MAX` for none): known only from captures.
+    call_systems: Vec<u8>,
+    systems: Vec<&'static str>,
 }
 
 impl Trace {
@@ -339,6 +343,13 @@ impl Trace {
             .get(call.0 as usize)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// The system a call went to (`grpc`, `http`, `mysql`, `redis`, ...), where the
+    /// capture's protocol told it.
+    pub fn system(&self, call: CallId) -> Option<&'static str> {
+        let index = *self.call_systems.get(call.0 as usize)?;
+        self.systems.get(usize::from(index)).copied()
     }
 
     /// Whether any call has an operation name or a status (else the columns and keys
@@ -406,6 +417,26 @@ impl TraceBuilder {
             operations.resize(index + 1, OperationId::NONE);
         }
         operations[index] = id;
+    }
+
+    /// Records the system a call went to (a few per trace).
+    pub fn system(&mut self, call: CallId, system: &'static str) {
+        if call == CallId::NONE {
+            return;
+        }
+        let trace = &mut self.trace;
+        let id = match trace.systems.iter().position(|&known| known == system) {
+            Some(id) => id,
+            None => {
+                trace.systems.push(system);
+                trace.systems.len() - 1
+            }
+        };
+        let index = call.0 as usize;
+        if trace.call_systems.len() <= index {
+            trace.call_systems.resize(index + 1, u8::MAX);
+        }
+        trace.call_systems[index] = u8::try_from(id).unwrap_or(u8::MAX);
     }
 
     /// Records how a call's answer ended.

@@ -322,6 +322,22 @@ impl ProtocolName {
         }
     }
 
+    /// The OpenTelemetry name of the system a call of this protocol went to
+    /// (`rpc.system` or `db.system`), for the protocols that name operations; HTTP/2
+    /// calls named by a path with no method are gRPC's.
+    pub fn system(self, operation: &str) -> Option<&'static str> {
+        Some(match self {
+            ProtocolName::Http => "http",
+            ProtocolName::Http2 if operation.contains(' ') => "http",
+            ProtocolName::Http2 => "grpc",
+            ProtocolName::Mysql => "mysql",
+            ProtocolName::Postgres => "postgresql",
+            ProtocolName::Redis => "redis",
+            ProtocolName::Memcached => "memcached",
+            _ => return None,
+        })
+    }
+
     /// The framer for a TCP connection read as this protocol.
     pub fn tcp_framer(self) -> Box<dyn Framer> {
         match self {

@@ -189,6 +189,8 @@ ul.tree ul li::before { content: ""; position: absolute; left: -14px; top: 0; bo
 .call.hot { border-color: var(--hot); background: var(--hot-bg); }
 .call .name { font-weight: 600; }
 .call .m { color: var(--muted); font-size: 13px; margin-left: 8px; }
+.ops { color: var(--muted); font-size: 12.5px; margin-left: 8px; }
+.ops.err { color: var(--hot); font-weight: 600; }
 .call .badge { color: #fff; background: var(--hot); border-radius: 10px; padding: 0 7px; font-size: 11px; margin-left: 8px; }
 svg { display: block; max-width: 100%; height: auto; }
 svg text { font: 11.5px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: var(--ink); }

@@ -262,6 +262,39 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
     html
 }
 
+/// Operations shown per node in the tree, most frequent first.
+const SHOWN_OPERATIONS: usize = 3;
+
+/// A node's operations with their counts, and its error rate, where the protocol
+/// told them; empty otherwise.
+fn operations_and_errors(
+    report: &NestReport<'_>,
+    position: &crate::nesting::patterns::Position,
+) -> String {
+    let operations = position.operations_by_count(report.trace);
+    let mut html = String::new();
+    if !operations.is_empty() {
+        html.push_str("<span class=\"ops\">");
+        for (name, count) in operations.iter().take(SHOWN_OPERATIONS) {
+            html.push_str(&format!("<code>{}</code> ×{count} ", escape(name)));
+        }
+        if operations.len() > SHOWN_OPERATIONS {
+            html.push_str(&format!("and {} more", operations.len() - SHOWN_OPERATIONS));
+        }
+        html.push_str("</span>");
+    }
+    if position.with_status > 0 {
+        html.push_str(&format!(
+            "<span class=\"ops{}\">{:.1}% errors ({} of {})</span>",
+            if position.errors > 0 { " err" } else { "" },
+            100.0 * position.errors as f64 / position.with_status as f64,
+            position.errors,
+            position.with_status
+        ));
+    }
+    html
+}
+
 /// The call tree as nested lists, written without recursion (patterns can be deep).
 fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> String {
     let positions = &pattern.positions;
@@ -300,6 +333,7 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> String {
             human_duration(view.own[i]),
             if i == view.hot { "<span class=\"badge\">adds the most</span>" } else { "" },
         ));
+        html.push_str(&operations_and_errors(report, position));
     }
     html.push_str("</li>");
     for _ in 0..open {

@@ -464,6 +464,7 @@ fn choose(
                     stats.skip("connections whose content did not match their port's protocol (read by content)");
                 }
                 [
+                    ProtocolName::Tls,
                     ProtocolName::Http,
                     ProtocolName::Redis,
                     ProtocolName::Postgres,

@@ -337,6 +337,8 @@ impl<P: Protocol> Framer for Delimited<P> {
         }
         self.frame(from, chunk, out);
         if self.protocol.read_by_turns() {
+            out.housekeeping
+                .push("connections that switched to TLS, read by turns from there");
             // What is buffered is the start of what cannot be framed: it goes too.
             self.client.clear();
             self.server.clear();

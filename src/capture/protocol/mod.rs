@@ -20,11 +20,13 @@ pub mod mysql;
 pub mod onc_rpc;
 pub mod postgres;
 pub mod resp;
+pub mod tls;
 pub mod turns;
 pub mod udp;
 
 pub use crate::trace::Status;
 use crate::trace::{Kind, Nanos};
+use std::borrow::Cow;
 use std::fmt;
 
 /// Which end of a connection sent some bytes.
@@ -246,6 +248,8 @@ pub enum ProtocolName {
     Memcached,
     /// MySQL and MariaDB.
     Mysql,
+    /// TLS, read by turns (what is inside cannot be parsed without the keys).
+    Tls,
     /// Generic UDP request/response by port pair.
     Udp,
     /// One-way stream: every segment or datagram is a free-form message.
@@ -254,7 +258,7 @@ pub enum ProtocolName {
 
 impl ProtocolName {
     /// Every protocol, for `--help` and errors.
-    pub const ALL: [ProtocolName; 11] = [
+    pub const ALL: [ProtocolName; 12] = [
         ProtocolName::Tcp,
         ProtocolName::Http,
         ProtocolName::Http2,
@@ -264,6 +268,7 @@ impl ProtocolName {
         ProtocolName::Postgres,
         ProtocolName::Memcached,
         ProtocolName::Mysql,
+        ProtocolName::Tls,
         ProtocolName::Udp,
         ProtocolName::Stream,
     ];
@@ -280,6 +285,7 @@ impl ProtocolName {
             ProtocolName::Postgres => "postgres",
             ProtocolName::Memcached => "memcached",
             ProtocolName::Mysql => "mysql",
+            ProtocolName::Tls => "tls",
             ProtocolName::Udp => "udp",
             ProtocolName::Stream => "stream",
         }
@@ -300,6 +306,7 @@ impl ProtocolName {
             5432 => ProtocolName::Postgres,
             11211 => ProtocolName::Memcached,
             3306 => ProtocolName::Mysql,
+            443 | 465 | 636 | 853 | 993 | 995 | 5671 | 6443 | 8443 => ProtocolName::Tls,
             // gRPC's customary port.
             50051 => ProtocolName::Http2,
             _ => return None,
@@ -316,6 +323,7 @@ impl ProtocolName {
             ProtocolName::Postgres => postgres::looks_like_client(first),
             ProtocolName::Memcached => memcached::looks_like_request(first),
             ProtocolName::Mysql => mysql::looks_like_command(first),
+            ProtocolName::Tls => tls::looks_like_record(first),
             ProtocolName::OncRpc => onc_rpc::looks_like_call_record(first),
             ProtocolName::Dns => first.len() >= 14,
             ProtocolName::Tcp | ProtocolName::Udp | ProtocolName::Stream => true,
@@ -353,6 +361,7 @@ impl ProtocolName {
             }
             ProtocolName::Memcached => Box::new(delimited::Delimited::new(memcached::Memcached)),
             ProtocolName::Mysql => Box::new(delimited::Delimited::new(mysql::MySql::default())),
+            ProtocolName::Tls => Box::new(tls::Tls::default()),
         }
     }
 }
@@ -371,4 +380,40 @@ pub(crate) fn line_end(bytes: &[u8], limit: usize) -> Option<usize> {
         .take(limit)
         .position(|&b| b == b'\n')
         .map(|i| i + 1)
+}
+
+/// An SQL statement's first keyword, upper-cased, past blanks, comments and
+/// parentheses.
+pub fn sql_keyword(sql: &[u8]) -> Cow<'static, str> {
+    let mut rest = sql;
+    loop {
+        let trimmed = rest.trim_ascii_start();
+        if let Some(after) = trimmed.strip_prefix(b"/*") {
+            rest = match memchr::memmem::find(after, b"*/") {
+                Some(end) => &after[end + 2..],
+                None => &[],
+            };
+        } else if trimmed.starts_with(b"--") || trimmed.starts_with(b"#") {
+            rest = match memchr::memchr(b'\n', trimmed) {
+                Some(end) => &trimmed[end + 1..],
+                None => &[],
+            };
+        } else if let Some(after) = trimmed.strip_prefix(b"(") {
+            rest = after;
+        } else {
+            rest = trimmed;
+            break;
+        }
+    }
+    let word: Vec<u8> = rest
+        .iter()
+        .take_while(|b| b.is_ascii_alphabetic() || **b == b'_')
+        .take(24)
+        .map(u8::to_ascii_uppercase)
+        .collect();
+    if word.is_empty() {
+        Cow::Borrowed("QUERY")
+    } else {
+        Cow::Owned(String::from_utf8(word).expect("ASCII letters"))
+    }
 }

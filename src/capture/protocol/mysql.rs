@@ -474,7 +474,7 @@ impl MySql {
                             _ => Awaits::Results,
                         };
                         let keyword = (command == COM_STMT_PREPARE)
-                            .then(|| Cow::Owned(first_keyword(&payload[1..]).into_owned()));
+                            .then(|| Cow::Owned(super::sql_keyword(&payload[1..]).into_owned()));
                         self.awaiting.push_back((awaits, keyword));
                         Meaning::Request(None)
                     }
@@ -510,42 +510,6 @@ fn statement_id(payload: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
 }
 
-/// An SQL statement's first keyword, upper-cased, past blanks, comments and
-/// parentheses.
-pub fn first_keyword(sql: &[u8]) -> Cow<'static, str> {
-    let mut rest = sql;
-    loop {
-        let trimmed = rest.trim_ascii_start();
-        if let Some(after) = trimmed.strip_prefix(b"/*") {
-            rest = match memchr::memmem::find(after, b"*/") {
-                Some(end) => &after[end + 2..],
-                None => &[],
-            };
-        } else if trimmed.starts_with(b"--") || trimmed.starts_with(b"#") {
-            rest = match memchr::memchr(b'\n', trimmed) {
-                Some(end) => &trimmed[end + 1..],
-                None => &[],
-            };
-        } else if let Some(after) = trimmed.strip_prefix(b"(") {
-            rest = after;
-        } else {
-            rest = trimmed;
-            break;
-        }
-    }
-    let word: Vec<u8> = rest
-        .iter()
-        .take_while(|b| b.is_ascii_alphabetic() || **b == b'_')
-        .take(24)
-        .map(u8::to_ascii_uppercase)
-        .collect();
-    if word.is_empty() {
-        Cow::Borrowed("QUERY")
-    } else {
-        Cow::Owned(String::from_utf8(word).expect("ASCII letters"))
-    }
-}
-
 impl Protocol for MySql {
     fn next(&mut self, from: Side, bytes: &[u8]) -> Step {
         match from {
@@ -579,9 +543,9 @@ impl Protocol for MySql {
             (Side::Client, Meaning::Request(_)) => {
                 let payload = head.get(HEADER..).unwrap_or(&[]);
                 let operation = match payload.first() {
-                    Some(0x03) => first_keyword(&payload[1..]),
+                    Some(0x03) => super::sql_keyword(&payload[1..]),
                     Some(&COM_STMT_PREPARE) => {
-                        Cow::Owned(format!("PREPARE {}", first_keyword(&payload[1..])))
+                        Cow::Owned(format!("PREPARE {}", super::sql_keyword(&payload[1..])))
                     }
                     Some(&COM_STMT_EXECUTE) => statement_id(payload)
                         .and_then(|id| self.prepared.iter().find(|(open, _)| *open == id))
@@ -832,8 +796,11 @@ mod tests {
 
     #[test]
     fn first_keywords_skip_comments_and_parentheses() {
-        assert_eq!(first_keyword(b"-- x\n (select 1)"), "SELECT");
-        assert_eq!(first_keyword(b"# c\nupdate t set a=1"), "UPDATE");
-        assert_eq!(first_keyword(b"  "), "QUERY");
+        assert_eq!(super::super::sql_keyword(b"-- x\n (select 1)"), "SELECT");
+        assert_eq!(
+            super::super::sql_keyword(b"# c\nupdate t set a=1"),
+            "UPDATE"
+        );
+        assert_eq!(super::super::sql_keyword(b"  "), "QUERY");
     }
 }

@@ -3,7 +3,8 @@
 //! return is everything the server sends up to ReadyForQuery (`Z`). Authentication
 //! steps and the one-byte answers to SSL/GSS requests are housekeeping.
 
-use super::{Meaning, Protocol, Side, Step};
+use super::{Label, Meaning, Protocol, Side, Status, Step};
+use std::borrow::Cow;
 
 const PROTOCOL_3: u32 = 196_608;
 const SSL_REQUEST: u32 = 80_877_103;
@@ -58,6 +59,41 @@ fn typed_len(bytes: &[u8]) -> Result<Option<usize>, ()> {
         return Err(());
     }
     Ok((len < bytes.len()).then_some(1 + len))
+}
+
+/// The typed messages at the start of `bytes`: (type, body), as far as they are whole.
+fn typed_messages(bytes: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let len = typed_len(&bytes[at..]).ok()??;
+        let message = (bytes[at], &bytes[at + 5..at + len]);
+        at += len;
+        Some(message)
+    })
+}
+
+/// A call's name: its SQL statement's first keyword (of a simple query or of the
+/// batch's Parse), `STARTUP` for the session's start, else `EXECUTE` (a batch that
+/// binds a statement prepared before).
+fn request_name(head: &[u8]) -> Cow<'static, str> {
+    if looks_like_startup(head) {
+        return Cow::Borrowed("STARTUP");
+    }
+    for (kind, body) in typed_messages(head) {
+        match kind {
+            b'Q' => return super::sql_keyword(body),
+            // Parse: the statement's name, then its text.
+            b'P' => {
+                let text = body
+                    .iter()
+                    .position(|&b| b == 0)
+                    .map_or(&[][..], |end| &body[end + 1..]);
+                return super::sql_keyword(text);
+            }
+            _ => {}
+        }
+    }
+    Cow::Borrowed("EXECUTE")
 }
 
 impl Protocol for Postgres {
@@ -170,6 +206,24 @@ impl Protocol for Postgres {
             self.batch = 0;
         } else {
             self.owes_one_byte = false;
+        }
+    }
+
+    fn label<'b>(&mut self, from: Side, meaning: Meaning, head: &'b [u8]) -> Label<'b> {
+        match (from, meaning) {
+            (Side::Client, Meaning::Request(_)) => Label {
+                operation: Some(request_name(head)),
+                status: Status::Unknown,
+            },
+            (Side::Server, Meaning::Reply(_)) => Label {
+                operation: None,
+                status: if typed_messages(head).any(|(kind, _)| kind == b'E') {
+                    Status::Failed(0)
+                } else {
+                    Status::Ok
+                },
+            },
+            _ => Label::default(),
         }
     }
 

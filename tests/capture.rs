@@ -94,6 +94,40 @@ fn onc_rpc_pcapng_gives_the_same_patterns_and_parents_as_the_text_trace() {
 }
 
 #[test]
+fn grpc_pcap_multiplexing_every_call_on_one_connection_per_pair_matches_the_text_trace() {
+    // One HTTP/2 connection per pair of hosts, every call a stream, overlapping calls
+    // interleaved on it, headers HPACK-compressed: the same patterns and parents.
+    same_inference_from_captures_as_from_text(Payload::Grpc, Container::Pcap);
+}
+
+#[test]
+fn eval_scores_grpc_captures_with_the_truth_sidecar_as_it_scores_the_text_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, captures) =
+        generate_both(dir.path(), "multitier", 4, Payload::Grpc, Container::Pcap);
+    let from_text = stdout_of(blackbox().args(["eval", "-q"]).arg(&text));
+    let from_captures = stdout_of(
+        blackbox()
+            .args(["eval", "-q", "--align", "off", "--truth-ids"])
+            .arg(dir.path().join("hosts/truth.tsv"))
+            .args(&captures),
+    );
+    assert_eq!(from_text, from_captures);
+    // Every pair of hosts shares one connection: 7 hosts' captures, few connections.
+    let summary = blackbox()
+        .args(["nest", "--align", "off"])
+        .args(&captures)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(summary.stderr).unwrap();
+    assert!(
+        stderr.contains("0 unmatched calls, 0 unmatched returns"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(http2 "), "{stderr}");
+}
+
+#[test]
 fn eval_scores_captures_with_the_truth_sidecar_as_it_scores_the_text_trace() {
     let dir = tempfile::tempdir().unwrap();
     let (text, captures) =

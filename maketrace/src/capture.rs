@@ -1,9 +1,11 @@
 //! Writes a generated trace as packet captures, one per host, with real
 //! Ethernet/IPv4/TCP: every call is one connection (handshake, request, acknowledgement,
-//! response, close), its request and response carry HTTP/1.1 or ONC RPC, and each packet
-//! is stamped at its sender's send time in the sender's file and at its arrival time in
-//! the receiver's file. Also writes the truth as a sidecar: the capture call id of
-//! every call with its path instance.
+//! response, close), its request and response carry HTTP/1.1 or ONC RPC; or, for gRPC,
+//! every pair of hosts shares one long-lived HTTP/2 connection on which each call is a
+//! stream, so that concurrent calls multiplex as gRPC's do. Each packet is stamped at its
+//! sender's send time in the sender's file and at its arrival time in the receiver's
+//! file. Also writes the truth as a sidecar: the capture call id of every call with its
+//! path instance.
 
 use crate::config::StepKind;
 use crate::generate::Generated;
@@ -26,6 +28,9 @@ pub enum Payload {
     Http,
     /// ONC RPC with record marking on port 111.
     OncRpc,
+    /// gRPC over HTTP/2 on port 50051: one connection per pair of hosts, a stream per
+    /// call.
+    Grpc,
 }
 
 /// What was written.
@@ -40,6 +45,9 @@ pub struct Written {
     /// Free-form messages left out (captures carry RPC only).
     pub free_messages_left_out: u64,
 }
+
+/// The gRPC server port.
+const GRPC_PORT: u16 = 50051;
 
 /// Largest TCP payload per segment.
 const MSS: usize = 1448;
@@ -217,6 +225,7 @@ fn request(payload: Payload, trace: &Generated, call: &Call, number: u64) -> Vec
             let words: [u32; 10] = [number as u32, 0, 2, 100_003, 3, 1, 0, 0, 0, 0];
             record(&words)
         }
+        Payload::Grpc => unreachable!("gRPC calls are written per connection"),
     }
 }
 
@@ -236,6 +245,7 @@ fn response(payload: Payload, number: u64) -> Vec<u8> {
             words.extend(std::iter::repeat(0).take(body_len / 4));
             record(&words)
         }
+        Payload::Grpc => unreachable!("gRPC calls are written per connection"),
     }
 }
 
@@ -318,6 +328,7 @@ fn write_captures(
     let server_port = match payload {
         Payload::Http => 80,
         Payload::OncRpc => 111,
+        Payload::Grpc => GRPC_PORT,
     };
     let mut writer = Writer {
         packets: BTreeMap::new(),
@@ -326,6 +337,23 @@ fn write_captures(
     };
     let mut next_port: HashMap<u32, u16> = HashMap::new();
     let mut truth = String::new();
+    if payload == Payload::Grpc {
+        let ends = numbers
+            .iter()
+            .filter_map(|&number| {
+                let call = &calls[&number];
+                let (mut request, mut reply) = (call.call, call.reply);
+                if one_ended {
+                    request.received = request.sent;
+                    reply.received = reply.sent;
+                }
+                request.sent.or(request.received)?;
+                Some((number, request, reply))
+            })
+            .collect();
+        written.calls = grpc::write(trace, &calls, ends, link, &mut writer, &mut truth);
+        numbers.clear();
+    }
     for number in numbers {
         let call = &calls[&number];
         let (mut request_ends, mut reply_ends) = (call.call, call.reply);
@@ -376,6 +404,7 @@ fn write_captures(
             match payload {
                 Payload::Http => format!("s{}", (mix(number * 2) as u32).wrapping_add(1)),
                 Payload::OncRpc => format!("x{:x}", number as u32),
+                Payload::Grpc => unreachable!("written above"),
             },
             trace.tracelets[call.truth.0 as usize],
             call.truth.1
@@ -453,4 +482,185 @@ fn write_container(
     }
     writer.finish()?;
     Ok(())
+}
+
+/// gRPC: one HTTP/2 connection per pair of hosts, opened before its first call and
+/// closed after its last, each call a client stream (ids in the order the requests
+/// leave), headers compressed with HPACK as real peers do, so that a reader must keep
+/// each direction's dynamic table.
+mod grpc {
+    use super::{address, mix, Call, Ends, Link, Side, Writer, GRPC_PORT, STEP};
+    use crate::generate::Generated;
+    use blackbox::trace::Nanos;
+    use std::collections::{BTreeMap, HashMap};
+
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8], out: &mut Vec<u8>) {
+        let len = payload.len();
+        out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags]);
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+
+    /// A gRPC message: the length-prefixed protobuf bytes (here, filler).
+    fn message(len: usize) -> Vec<u8> {
+        let mut bytes = vec![0];
+        bytes.extend_from_slice(&(len as u32).to_be_bytes());
+        bytes.extend(std::iter::repeat(0x2a).take(len));
+        bytes
+    }
+
+    /// Writes every call as a stream; returns how many were written.
+    pub(super) fn write(
+        trace: &Generated,
+        calls: &HashMap<u64, Call>,
+        ends: Vec<(u64, Ends, Ends)>,
+        link: Option<&Link>,
+        writer: &mut Writer,
+        truth: &mut String,
+    ) -> u64 {
+        let mut by_pair: BTreeMap<(u32, u32), Vec<(u64, Ends, Ends)>> = BTreeMap::new();
+        for end in ends {
+            let call = &calls[&end.0];
+            by_pair.entry((call.from, call.to)).or_default().push(end);
+        }
+        let mut written = 0;
+        for ((from, to), mut list) in by_pair {
+            let first_time = |e: &Ends| e.sent.or(e.received).expect("filtered");
+            list.sort_by_key(|(number, request, _)| (first_time(request), *number));
+            let mut client = Side {
+                node: from,
+                port: 32_768 + (to % 28_000) as u16,
+                seq: mix(u64::from(from) << 32 | u64::from(to)) as u32,
+            };
+            let mut server = Side {
+                node: to,
+                port: GRPC_PORT,
+                seq: mix(u64::from(to) << 32 | u64::from(from)) as u32,
+            };
+            let (forward, backward) = match link {
+                Some(l) => {
+                    let typical = l.base + l.jitter + (l.per_byte * 64.0) as Nanos;
+                    (typical, typical + l.queueing)
+                }
+                None => {
+                    let (request, reply) = (list[0].1, list[0].2);
+                    let delay = |e: Ends| match (e.sent, e.received) {
+                        (Some(s), Some(r)) => (r - s).max(0),
+                        _ => 0,
+                    };
+                    (delay(request), delay(reply))
+                }
+            };
+            let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
+            let start = first_time(&list[0].1);
+            let syn = start - 2 * forward - backward - 3 * STEP;
+            let (s, r) = at(syn, forward);
+            writer.segment(&mut client, &server, "S", &[], s, r);
+            let (s, r) = at(syn + forward + STEP, backward);
+            writer.segment(&mut server, &client, "SA", &[], s, r);
+            let (s, r) = at(start - STEP, forward);
+            writer.segment(&mut client, &server, "A", &[], s, r);
+
+            let method = format!("/maketrace.{}/Call", trace.nodes[to as usize]);
+            let authority = format!("{}:{GRPC_PORT}", trace.nodes[to as usize]);
+            let mut encoder = loona_hpack::Encoder::new();
+            let mut stream_of = HashMap::new();
+            let mut last = start;
+            for (k, (number, request, _)) in list.iter().enumerate() {
+                let stream = 2 * k as u32 + 1;
+                stream_of.insert(*number, stream);
+                let mut bytes = Vec::new();
+                if k == 0 {
+                    bytes.extend_from_slice(PREFACE);
+                    frame(4, 0, 0, &[], &mut bytes);
+                }
+                let headers = encoder.encode([
+                    (&b":method"[..], &b"POST"[..]),
+                    (b":scheme", b"http"),
+                    (b":path", method.as_bytes()),
+                    (b":authority", authority.as_bytes()),
+                    (b"content-type", b"application/grpc"),
+                    (b"te", b"trailers"),
+                ]);
+                frame(1, 0x4, stream, &headers, &mut bytes);
+                frame(
+                    0,
+                    0x1,
+                    stream,
+                    &message(16 + (mix(*number) % 48) as usize),
+                    &mut bytes,
+                );
+                writer.message(&mut client, &server, &bytes, request.sent, request.received);
+                let call = &calls[number];
+                use std::fmt::Write as _;
+                let _ = writeln!(
+                    truth,
+                    "tcp:{}:{}>{}:{GRPC_PORT}#s{stream}\t{}-{}",
+                    address(from),
+                    client.port,
+                    address(to),
+                    trace.tracelets[call.truth.0 as usize],
+                    call.truth.1
+                );
+                written += 1;
+                last = last.max(first_time(request));
+            }
+            // Answers leave in the order the server finishes them.
+            let mut answers: Vec<(Nanos, u64, Ends)> = list
+                .iter()
+                .filter_map(|&(number, request, reply)| {
+                    let arrived = request.received.unwrap_or(first_time(&request) + forward);
+                    let sent = reply.sent.or(reply.received.map(|t| t - backward))?;
+                    Some((sent.max(arrived), number, reply))
+                })
+                .collect();
+            answers.sort_by_key(|&(sent, number, _)| (sent, number));
+            let mut encoder = loona_hpack::Encoder::new();
+            for (k, (sent, number, reply)) in answers.into_iter().enumerate() {
+                let stream = stream_of[&number];
+                let mut bytes = Vec::new();
+                if k == 0 {
+                    frame(4, 0, 0, &[], &mut bytes);
+                }
+                let headers = encoder.encode([
+                    (&b":status"[..], &b"200"[..]),
+                    (b"content-type", b"application/grpc"),
+                ]);
+                frame(1, 0x4, stream, &headers, &mut bytes);
+                frame(
+                    0,
+                    0,
+                    stream,
+                    &message(64 + (mix(number) % 3_000) as usize),
+                    &mut bytes,
+                );
+                // The answer ends, and the call returns, when its trailers leave: they
+                // go in a segment of their own at the reply's time, after the headers
+                // and message that lead up to it.
+                let lead = bytes.len().div_ceil(super::MSS) as Nanos * STEP;
+                let before = |t: Option<Nanos>| t.map(|t| t - lead);
+                writer.message(
+                    &mut server,
+                    &client,
+                    &bytes,
+                    before(reply.sent),
+                    before(reply.received),
+                );
+                let mut trailers = Vec::new();
+                let block = encoder.encode([(&b"grpc-status"[..], &b"0"[..])]);
+                frame(1, 0x5, stream, &block, &mut trailers);
+                writer.message(&mut server, &client, &trailers, reply.sent, reply.received);
+                last = last.max(reply.received.unwrap_or(sent + backward));
+            }
+            let (s, r) = at(last + 10 * STEP, forward);
+            writer.segment(&mut client, &server, "FA", &[], s, r);
+            let (s, r) = at(last + 11 * STEP + forward, backward);
+            writer.segment(&mut server, &client, "FA", &[], s, r);
+            let (s, r) = at(last + 12 * STEP + forward + backward, forward);
+            writer.segment(&mut client, &server, "A", &[], s, r);
+        }
+        written
+    }
 }

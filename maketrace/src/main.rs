@@ -78,7 +78,8 @@ struct Cli {
     sd_factor: f64,
 
     /// Write packet captures instead of a text trace: one per host, `DIR/<node>.pcap`,
-    /// with real Ethernet/IPv4/TCP (one connection per call) and `DIR/truth.tsv`, the
+    /// with real Ethernet/IPv4/TCP (one connection per call; with --payload grpc one per
+    /// pair of hosts, a stream per call) and `DIR/truth.tsv`, the
     /// path instance of every call by its capture call id. A text trace is still
     /// written when -o is given.
     #[arg(long, value_name = "DIR")]
@@ -103,6 +104,9 @@ enum PayloadArg {
     Http,
     /// ONC RPC (record marking) on port 111.
     OncRpc,
+    /// gRPC over HTTP/2 on port 50051: one connection per pair of hosts, every call a
+    /// stream, so that concurrent calls multiplex.
+    Grpc,
 }
 
 fn duration(text: &str) -> Result<Nanos, String> {
@@ -197,6 +201,7 @@ fn run() -> Result<()> {
         let payload = match cli.payload {
             PayloadArg::Http => maketrace::capture::Payload::Http,
             PayloadArg::OncRpc => maketrace::capture::Payload::OncRpc,
+            PayloadArg::Grpc => maketrace::capture::Payload::Grpc,
         };
         let container = if cli.pcapng {
             maketrace::capture::Container::PcapNg

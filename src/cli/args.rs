@@ -304,10 +304,13 @@ pub(super) struct InputArgs {
 #[command(next_help_heading = "Captures (pcap/pcapng)")]
 pub(super) struct CaptureArgs {
     /// Read connections to server PORT as protocol NAME whatever their content
-    /// (repeatable). NAME: tcp (request/response by turns), http, dns, onc-rpc, redis,
-    /// postgres, memcached, udp (request/response by datagrams), stream (every segment a
-    /// free-form message). Otherwise the port suggests a protocol, the client's first bytes
-    /// confirm it, and anything unrecognised is read by turns.
+    /// (repeatable). NAME: tcp (request/response by turns), http (HTTP/1.x), http2
+    /// (HTTP/2 and gRPC in cleartext: every stream a call), dns, onc-rpc, redis,
+    /// postgres, memcached, mysql (MySQL and MariaDB), tls (counted, read by turns), udp
+    /// (request/response by datagrams), stream (every segment a free-form message).
+    /// Otherwise the port suggests a protocol (50051 http2, 3306 mysql, 443 tls, ...),
+    /// the client's first bytes confirm it (an HTTP/2 preface or h2c upgrade is known on
+    /// any port), and anything unrecognised is read by turns.
     #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override)]
     pub(super) protocols: Vec<(u16, ProtocolName)>,
 

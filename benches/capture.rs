@@ -3,9 +3,11 @@
 //! the same file, side by side; and memory that does not grow with the capture apart
 //! from open flows and the messages themselves.
 //!
-//! `cargo bench --bench capture` — generates the capture once with maketrace (cached
-//! under `target/bench-captures/`), then prints one line per measurement. Set
-//! `BLACKBOX_CAPTURE_MB` to change the size (default 1100).
+//! `cargo bench --bench capture` — generates the captures once with maketrace (cached
+//! under `target/bench-captures/`), then prints one line per measurement: for HTTP/1.1
+//! (a connection per call) and for gRPC (one HTTP/2 connection per pair of hosts, a
+//! stream per call, HPACK-decoded). Set `BLACKBOX_CAPTURE_MB` to change the size
+//! (default 1100) and `BLACKBOX_CAPTURE_PAYLOAD` to `http` or `grpc` for one only.
 
 #[path = "../tests/support/generated.rs"]
 mod generated;
@@ -25,16 +27,22 @@ static ALLOCATOR: Counting = Counting;
 
 /// The multi-tier system at eight times its parallelism, written as captures until the
 /// database host's capture is at least `megabytes`.
-fn capture_of_at_least(megabytes: u64) -> PathBuf {
+fn capture_of_at_least(megabytes: u64, payload: Payload) -> PathBuf {
+    let name = match payload {
+        Payload::Grpc => format!("multitier-grpc-{megabytes}mb"),
+        _ => format!("multitier-{megabytes}mb"),
+    };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/bench-captures")
-        .join(format!("multitier-{megabytes}mb"));
+        .join(name);
     let db = dir.join("DB.pcap");
     if std::fs::metadata(&db).is_ok_and(|m| m.len() >= megabytes << 20) {
         return db;
     }
-    // The database host's capture grows by about 1.8 MB per second at this load.
-    let seconds = (megabytes as i64 * 61 / 100).max(10);
+    // The database host's capture grows by about 1.8 MB per second at this load (1.4
+    // with gRPC, whose calls need no handshakes).
+    let per_100_mb = if payload == Payload::Grpc { 80 } else { 61 };
+    let seconds = (megabytes as i64 * per_100_mb / 100).max(10);
     eprintln!("generating {seconds} s of the multi-tier system as captures in {dir:?} ...");
     let trace = Generation {
         parallel: 8.0,
@@ -44,7 +52,7 @@ fn capture_of_at_least(megabytes: u64) -> PathBuf {
         ..Generation::seconds("multitier", seconds)
     }
     .lines();
-    maketrace::capture::write(&trace, &dir, Payload::Http, Container::Pcap).unwrap();
+    maketrace::capture::write(&trace, &dir, payload, Container::Pcap).unwrap();
     let size = std::fs::metadata(&db).unwrap().len();
     assert!(
         size >= megabytes << 20,
@@ -64,7 +72,17 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1100);
-    let path = capture_of_at_least(megabytes);
+    let which = std::env::var("BLACKBOX_CAPTURE_PAYLOAD").unwrap_or_default();
+    for (name, payload) in [("http", Payload::Http), ("grpc", Payload::Grpc)] {
+        if which.is_empty() || which == name {
+            measure(&capture_of_at_least(megabytes, payload));
+        }
+    }
+}
+
+/// Reads `path` to messages, side by side with tcpdump, and measures the peak heap.
+fn measure(path: &Path) {
+    let path = path.to_path_buf();
     let bytes = std::fs::metadata(&path).unwrap().len();
     let options = CaptureOptions::default();
 

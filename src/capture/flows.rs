@@ -287,11 +287,16 @@ impl<'a> Flows<'a> {
             let port = self.endpoints[server as usize].port();
             let protocol = match self.choice.for_port(port) {
                 Some(ProtocolName::Tcp) | None => ProtocolName::Udp,
+                // TCP-only protocols (QUIC on 443 is not TLS over TCP): by datagrams.
                 Some(
                     ProtocolName::Http
+                    | ProtocolName::Http2
                     | ProtocolName::Redis
                     | ProtocolName::Postgres
-                    | ProtocolName::Memcached,
+                    | ProtocolName::Memcached
+                    | ProtocolName::Mysql
+                    | ProtocolName::Thrift
+                    | ProtocolName::Tls,
                 ) => ProtocolName::Udp,
                 Some(other) => other,
             };
@@ -469,6 +474,7 @@ fn choose(
                     ProtocolName::Redis,
                     ProtocolName::Postgres,
                     ProtocolName::Memcached,
+                    ProtocolName::Thrift,
                     ProtocolName::OncRpc,
                 ]
                 .into_iter()

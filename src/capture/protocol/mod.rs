@@ -20,6 +20,7 @@ pub mod mysql;
 pub mod onc_rpc;
 pub mod postgres;
 pub mod resp;
+pub mod thrift;
 pub mod tls;
 pub mod turns;
 pub mod udp;
@@ -248,6 +249,8 @@ pub enum ProtocolName {
     Memcached,
     /// MySQL and MariaDB.
     Mysql,
+    /// Apache Thrift: binary and compact protocols, framed or not.
+    Thrift,
     /// TLS, read by turns (what is inside cannot be parsed without the keys).
     Tls,
     /// Generic UDP request/response by port pair.
@@ -258,7 +261,7 @@ pub enum ProtocolName {
 
 impl ProtocolName {
     /// Every protocol, for `--help` and errors.
-    pub const ALL: [ProtocolName; 12] = [
+    pub const ALL: [ProtocolName; 13] = [
         ProtocolName::Tcp,
         ProtocolName::Http,
         ProtocolName::Http2,
@@ -268,6 +271,7 @@ impl ProtocolName {
         ProtocolName::Postgres,
         ProtocolName::Memcached,
         ProtocolName::Mysql,
+        ProtocolName::Thrift,
         ProtocolName::Tls,
         ProtocolName::Udp,
         ProtocolName::Stream,
@@ -285,6 +289,7 @@ impl ProtocolName {
             ProtocolName::Postgres => "postgres",
             ProtocolName::Memcached => "memcached",
             ProtocolName::Mysql => "mysql",
+            ProtocolName::Thrift => "thrift",
             ProtocolName::Tls => "tls",
             ProtocolName::Udp => "udp",
             ProtocolName::Stream => "stream",
@@ -306,6 +311,7 @@ impl ProtocolName {
             5432 => ProtocolName::Postgres,
             11211 => ProtocolName::Memcached,
             3306 => ProtocolName::Mysql,
+            9090 => ProtocolName::Thrift,
             443 | 465 | 636 | 853 | 993 | 995 | 5671 | 6443 | 8443 => ProtocolName::Tls,
             // gRPC's customary port.
             50051 => ProtocolName::Http2,
@@ -323,6 +329,7 @@ impl ProtocolName {
             ProtocolName::Postgres => postgres::looks_like_client(first),
             ProtocolName::Memcached => memcached::looks_like_request(first),
             ProtocolName::Mysql => mysql::looks_like_command(first),
+            ProtocolName::Thrift => thrift::looks_like_call(first),
             ProtocolName::Tls => tls::looks_like_record(first),
             ProtocolName::OncRpc => onc_rpc::looks_like_call_record(first),
             ProtocolName::Dns => first.len() >= 14,
@@ -342,6 +349,7 @@ impl ProtocolName {
             ProtocolName::Postgres => "postgresql",
             ProtocolName::Redis => "redis",
             ProtocolName::Memcached => "memcached",
+            ProtocolName::Thrift => "apache_thrift",
             _ => return None,
         })
     }
@@ -361,6 +369,7 @@ impl ProtocolName {
             }
             ProtocolName::Memcached => Box::new(delimited::Delimited::new(memcached::Memcached)),
             ProtocolName::Mysql => Box::new(delimited::Delimited::new(mysql::MySql::default())),
+            ProtocolName::Thrift => Box::new(delimited::Delimited::new(thrift::Thrift::default())),
             ProtocolName::Tls => Box::new(tls::Tls::default()),
         }
     }

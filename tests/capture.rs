@@ -471,6 +471,54 @@ fn records_of_grpc_captures_keep_streams_operations_and_statuses() {
 }
 
 #[test]
+fn the_shipped_thrift_captures_pair_compact_unframed_and_binary_framed_calls() {
+    // traces/thrift/README.md: 200 rounds of getUser (20 raise NotFound), oneway log
+    // and timeline; python's client sends every call with sequence id 0.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let output = blackbox()
+        .args(["nest", "--json"])
+        .arg(&json)
+        .args(captures_in("thrift"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    for expected in [
+        "-> 600 messages (thrift 600)",
+        "-> 400 messages (thrift 400)",
+        "0 unmatched calls, 0 unmatched returns, 200 free-form messages",
+        "400 call pairs, 400 path instances in 2 patterns",
+    ] {
+        assert!(stderr.contains(expected), "{expected} missing from\n{stderr}");
+    }
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let mut nodes: Vec<(String, String, u64, u64)> = document["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let tree = &p["tree"];
+            (
+                tree["node"].as_str().unwrap().to_owned(),
+                tree["operations"][0]["name"].as_str().unwrap().to_owned(),
+                tree["operations"][0]["count"].as_u64().unwrap(),
+                tree["errors"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        [
+            ("posts".into(), "timeline".into(), 200, 0),
+            ("users".into(), "getUser".into(), 200, 20)
+        ]
+    );
+}
+
+#[test]
 fn json_lists_each_nodes_operations_and_errors() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");

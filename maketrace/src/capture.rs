@@ -401,11 +401,9 @@ fn write_captures(
             client.port,
             address(call.to),
             server_port,
-            match payload {
-                Payload::Http => format!("s{}", (mix(number * 2) as u32).wrapping_add(1)),
-                Payload::OncRpc => format!("x{:x}", number as u32),
-                Payload::Grpc => unreachable!("written above"),
-            },
+            // The request's first byte's sequence number: calls are keyed by it, as
+            // ONC RPC's xid only pairs the reply.
+            format!("s{}", (mix(number * 2) as u32).wrapping_add(1)),
             trace.tracelets[call.truth.0 as usize],
             call.truth.1
         );
@@ -520,7 +518,8 @@ mod grpc {
         writer: &mut Writer,
         truth: &mut String,
     ) -> u64 {
-        let mut by_pair: BTreeMap<(u32, u32), Vec<(u64, Ends, Ends)>> = BTreeMap::new();
+        type Calls = Vec<(u64, Ends, Ends)>;
+        let mut by_pair: BTreeMap<(u32, u32), Calls> = BTreeMap::new();
         for end in ends {
             let call = &calls[&end.0];
             by_pair.entry((call.from, call.to)).or_default().push(end);

@@ -67,7 +67,10 @@ pub struct Delimited<P> {
     client: Pending,
     server: Pending,
     in_order: VecDeque<CallKey>,
-    by_id: Vec<u32>,
+    /// Requests open by transaction id: (id, sequence number of the request's first
+    /// byte), oldest first. The key is the sequence number, which is unique even where
+    /// a client reuses ids (Python's Thrift sends every call as 0).
+    by_id: Vec<(u32, u32)>,
     /// Set once the protocol gives up framing (a switch to TLS): the rest by turns.
     by_turns: Option<Turns>,
 }
@@ -228,8 +231,8 @@ impl<P: Protocol> Delimited<P> {
                 (Kind::Call, CallKey::Seq(seq))
             }
             Meaning::Request(Some(id)) => {
-                self.by_id.push(id);
-                (Kind::Call, CallKey::Id(id))
+                self.by_id.push((id, seq));
+                (Kind::Call, CallKey::Seq(seq))
             }
             Meaning::Reply(None) => match self.in_order.pop_front() {
                 Some(key) => (Kind::Return, key),
@@ -239,10 +242,10 @@ impl<P: Protocol> Delimited<P> {
                     (Kind::Free, CallKey::Seq(seq))
                 }
             },
-            Meaning::Reply(Some(id)) => match self.by_id.iter().position(|&open| open == id) {
+            Meaning::Reply(Some(id)) => match self.by_id.iter().position(|&(open, _)| open == id) {
                 Some(index) => {
-                    self.by_id.swap_remove(index);
-                    (Kind::Return, CallKey::Id(id))
+                    let (_, request) = self.by_id.remove(index);
+                    (Kind::Return, CallKey::Seq(request))
                 }
                 None => {
                     out.problems

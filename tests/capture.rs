@@ -490,7 +490,10 @@ fn the_shipped_thrift_captures_pair_compact_unframed_and_binary_framed_calls() {
         "0 unmatched calls, 0 unmatched returns, 200 free-form messages",
         "400 call pairs, 400 path instances in 2 patterns",
     ] {
-        assert!(stderr.contains(expected), "{expected} missing from\n{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{expected} missing from\n{stderr}"
+        );
     }
     let document: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

@@ -394,16 +394,16 @@ fn write_captures(
         };
         written.calls += 1;
         use std::fmt::Write as _;
+        // Calls are keyed by their request's first byte's sequence number (ONC RPC's
+        // xid only pairs the reply).
         let _ = writeln!(
             truth,
-            "tcp:{}:{}>{}:{}#{}\t{}-{}",
+            "tcp:{}:{}>{}:{}#s{}\t{}-{}",
             address(call.from),
             client.port,
             address(call.to),
             server_port,
-            // The request's first byte's sequence number: calls are keyed by it, as
-            // ONC RPC's xid only pairs the reply.
-            format!("s{}", (mix(number * 2) as u32).wrapping_add(1)),
+            (mix(number * 2) as u32).wrapping_add(1),
             trace.tracelets[call.truth.0 as usize],
             call.truth.1
         );

@@ -166,6 +166,13 @@ fn operation_attributes(
             }
             Some(operation.to_owned())
         }
+        "apache_thrift" => {
+            attributes.push(string_attribute("rpc.system", system));
+            attributes.push(string_attribute("rpc.method", operation));
+            Some(operation.to_owned())
+        }
+        // No span conventions for DNS: the question type names the span.
+        "dns" => Some(operation.to_owned()),
         db => {
             attributes.push(string_attribute("db.system", db));
             attributes.push(string_attribute("db.operation.name", operation));

@@ -1,7 +1,8 @@
 //! DNS: a query and its response share the header's id; over TCP each message has a
 //! two-byte length prefix, over UDP it is the datagram.
 
-use super::{Meaning, Protocol, Side, Step};
+use super::{Label, Meaning, Protocol, Side, Status, Step};
+use std::borrow::Cow;
 
 /// What a DNS message's header says: its id and whether it is a response.
 pub fn message(bytes: &[u8]) -> Option<(u16, bool)> {
@@ -11,6 +12,58 @@ pub fn message(bytes: &[u8]) -> Option<(u16, bool)> {
             bytes[2] & 0x80 != 0,
         )
     })
+}
+
+/// A query's operation name: the type its first question asks for (`A`, `AAAA`,
+/// `SRV`, ...; `TYPE65` for one without a mnemonic here).
+pub fn question_type(bytes: &[u8]) -> Option<Cow<'static, str>> {
+    if u16::from_be_bytes([*bytes.get(4)?, *bytes.get(5)?]) == 0 {
+        return None;
+    }
+    // The question's name: labels up to the root (a query's names are not compressed).
+    let mut at = 12;
+    loop {
+        let len = usize::from(*bytes.get(at)?);
+        if len == 0 {
+            break;
+        }
+        if len & 0xc0 != 0 {
+            return None;
+        }
+        at += 1 + len;
+    }
+    let kind = u16::from_be_bytes([*bytes.get(at + 1)?, *bytes.get(at + 2)?]);
+    const NAMES: &[(u16, &str)] = &[
+        (1, "A"),
+        (2, "NS"),
+        (5, "CNAME"),
+        (6, "SOA"),
+        (12, "PTR"),
+        (15, "MX"),
+        (16, "TXT"),
+        (28, "AAAA"),
+        (33, "SRV"),
+        (35, "NAPTR"),
+        (43, "DS"),
+        (48, "DNSKEY"),
+        (64, "SVCB"),
+        (65, "HTTPS"),
+        (252, "AXFR"),
+        (255, "ANY"),
+    ];
+    Some(match NAMES.iter().find(|(code, _)| *code == kind) {
+        Some((_, name)) => Cow::Borrowed(*name),
+        None => Cow::Owned(format!("TYPE{kind}")),
+    })
+}
+
+/// A response's status: its RCODE, 0 (NOERROR) a success.
+pub fn response_status(bytes: &[u8]) -> Status {
+    match bytes.get(3) {
+        Some(flags) if flags & 0x0f == 0 => Status::Ok,
+        Some(flags) => Status::Failed(u32::from(flags & 0x0f)),
+        None => Status::Unknown,
+    }
 }
 
 /// DNS over TCP.
@@ -41,5 +94,51 @@ impl Protocol for DnsOverTcp {
 
     fn could_start(&self, _from: Side, bytes: &[u8]) -> bool {
         bytes.len() >= 14
+    }
+
+    fn label<'b>(&mut self, from: Side, _meaning: Meaning, head: &'b [u8]) -> Label<'b> {
+        let message = head.get(2..).unwrap_or(&[]);
+        match from {
+            Side::Client => Label {
+                operation: question_type(message),
+                status: Status::Unknown,
+            },
+            Side::Server => Label {
+                operation: None,
+                status: response_status(message),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A query for `name` of type `kind`, or (with `rcode`) its response.
+    fn message(kind: u16, rcode: Option<u8>) -> Vec<u8> {
+        let mut bytes = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        if let Some(rcode) = rcode {
+            bytes[2] |= 0x80;
+            bytes[3] = 0x80 | rcode;
+        }
+        for label in ["shop", "internal"] {
+            bytes.push(label.len() as u8);
+            bytes.extend_from_slice(label.as_bytes());
+        }
+        bytes.push(0);
+        bytes.extend_from_slice(&kind.to_be_bytes());
+        bytes.extend_from_slice(&1u16.to_be_bytes());
+        bytes
+    }
+
+    #[test]
+    fn queries_are_named_by_their_question_type_and_answers_fail_by_rcode() {
+        assert_eq!(question_type(&message(28, None)).as_deref(), Some("AAAA"));
+        assert_eq!(question_type(&message(33, None)).as_deref(), Some("SRV"));
+        assert_eq!(question_type(&message(99, None)).as_deref(), Some("TYPE99"));
+        assert_eq!(question_type(&message(1, None)[..14]), None);
+        assert_eq!(response_status(&message(1, Some(0))), Status::Ok);
+        assert_eq!(response_status(&message(1, Some(3))), Status::Failed(3));
     }
 }

@@ -350,6 +350,7 @@ impl ProtocolName {
             ProtocolName::Redis => "redis",
             ProtocolName::Memcached => "memcached",
             ProtocolName::Thrift => "apache_thrift",
+            ProtocolName::Dns => "dns",
             _ => return None,
         })
     }

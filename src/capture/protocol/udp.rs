@@ -72,15 +72,24 @@ impl UdpPair {
                 return;
             }
         };
+        let dns = self.protocol == ProtocolName::Dns;
         match by_id {
             Some((id, true)) => {
                 self.open_ids.push(id);
                 push(out, from, Kind::Call, CallKey::Id(id));
+                if let Some(name) = dns.then(|| dns::question_type(payload)).flatten() {
+                    let operation = out.operation(&name);
+                    out.messages.last_mut().expect("just pushed").operation = operation;
+                }
             }
             Some((id, false)) => match self.open_ids.iter().position(|&open| open == id) {
                 Some(index) => {
                     self.open_ids.swap_remove(index);
                     push(out, from, Kind::Return, CallKey::Id(id));
+                    if dns {
+                        out.messages.last_mut().expect("just pushed").status =
+                            dns::response_status(payload);
+                    }
                 }
                 None => {
                     out.problems

@@ -9,7 +9,7 @@ use predicates::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use support::generated::Generation;
-use support::{blackbox, captures_in, shop_captures, stdout_of};
+use support::{assert_contains_all, blackbox, captures_in, shop_captures, stdout_of};
 
 /// Generates `seconds` of a config with a network delay, and writes it as a text trace
 /// (`trace.txt`) and as captures (`hosts/`) in `dir`.
@@ -317,19 +317,17 @@ fn the_shipped_memcached_captures_pair_text_and_binary_calls_and_free_noreply() 
         .unwrap();
     assert!(output.status.success());
     let stderr = String::from_utf8(output.stderr).unwrap();
-    for expected in [
-        "2712 seen at both ends, 0 at the sender only, 0 at the receiver only",
-        "0 unmatched calls, 0 unmatched returns, 130 free-form messages",
-        "1291 call pairs",
-        "text.pcap (host text, own address 10.78.0.10)",
-        "-> 1762 messages (memcached 1762)",
-        "-> 950 messages (memcached 950)",
-    ] {
-        assert!(
-            stderr.contains(expected),
-            "{expected} missing from\n{stderr}"
-        );
-    }
+    assert_contains_all(
+        &stderr,
+        &[
+            "2712 seen at both ends, 0 at the sender only, 0 at the receiver only",
+            "0 unmatched calls, 0 unmatched returns, 130 free-form messages",
+            "1291 call pairs",
+            "text.pcap (host text, own address 10.78.0.10)",
+            "-> 1762 messages (memcached 1762)",
+            "-> 950 messages (memcached 950)",
+        ],
+    );
     let table = String::from_utf8(output.stdout).unwrap();
     let patterns: Vec<(u64, &str)> = table
         .lines()
@@ -373,21 +371,19 @@ fn the_shipped_grpc_captures_split_multiplexed_streams_into_the_true_patterns() 
         .unwrap();
     assert!(output.status.success());
     let stderr = String::from_utf8(output.stderr).unwrap();
-    for expected in [
-        "17410 seen at both ends, 0 at the sender only, 0 at the receiver only",
-        "0 unmatched calls, 0 unmatched returns",
-        "8663 call pairs, 2142 path instances",
-        "client.pcap (host client, own address 10.79.0.10): 5706 packets",
-        "-> 4284 messages (http2 4284); 1 TCP connections",
-        "-> 6692 messages (http2 3212, memcached 3296, mysql 184)",
-        "read 24, not messages: protocol housekeeping",
-        "HTTP/2 SETTINGS frames",
-    ] {
-        assert!(
-            stderr.contains(expected),
-            "{expected} missing from\n{stderr}"
-        );
-    }
+    assert_contains_all(
+        &stderr,
+        &[
+            "17410 seen at both ends, 0 at the sender only, 0 at the receiver only",
+            "0 unmatched calls, 0 unmatched returns",
+            "8663 call pairs, 2142 path instances",
+            "client.pcap (host client, own address 10.79.0.10): 5706 packets",
+            "-> 4284 messages (http2 4284); 1 TCP connections",
+            "-> 6692 messages (http2 3212, memcached 3296, mysql 184)",
+            "read 24, not messages: protocol housekeeping",
+            "HTTP/2 SETTINGS frames",
+        ],
+    );
     assert!(!stderr.contains("skipped "), "nothing set aside:\n{stderr}");
     let rows = pattern_rows(&String::from_utf8(output.stdout).unwrap());
     let truth = [
@@ -484,17 +480,15 @@ fn the_shipped_thrift_captures_pair_compact_unframed_and_binary_framed_calls() {
         .unwrap();
     assert!(output.status.success());
     let stderr = String::from_utf8(output.stderr).unwrap();
-    for expected in [
-        "-> 600 messages (thrift 600)",
-        "-> 400 messages (thrift 400)",
-        "0 unmatched calls, 0 unmatched returns, 200 free-form messages",
-        "400 call pairs, 400 path instances in 2 patterns",
-    ] {
-        assert!(
-            stderr.contains(expected),
-            "{expected} missing from\n{stderr}"
-        );
-    }
+    assert_contains_all(
+        &stderr,
+        &[
+            "-> 600 messages (thrift 600)",
+            "-> 400 messages (thrift 400)",
+            "0 unmatched calls, 0 unmatched returns, 200 free-form messages",
+            "400 call pairs, 400 path instances in 2 patterns",
+        ],
+    );
     let document: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let mut nodes: Vec<(String, String, u64, u64)> = document["patterns"]

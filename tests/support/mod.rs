@@ -16,6 +16,13 @@ pub fn blackbox() -> Command {
     command
 }
 
+/// Asserts that `text` holds every one of `expected`, showing the text when not.
+pub fn assert_contains_all(text: &str, expected: &[&str]) {
+    for expected in expected {
+        assert!(text.contains(expected), "{expected} missing from\n{text}");
+    }
+}
+
 /// Runs `command`, which must succeed (its stderr shows when it does not); its stdout.
 pub fn stdout_of(command: &mut Command) -> String {
     let output = command.output().expect("the command runs");

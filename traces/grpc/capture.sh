@@ -7,6 +7,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+out=${CAPTURE_DIR:-$here}  # where the captures go
 seconds=${1:-10}
 clients=${2:-8}
 [ "$(id -u)" = 0 ] || { echo "capture.sh: needs root (network namespaces)" >&2; exit 2; }
@@ -25,36 +26,10 @@ work=$(mktemp -d)
 chmod 755 "$work"  # the database runs as mysql
 pids=()
 
-remove_network() {
-    for host in "${hosts[@]}"; do
-        ip netns del "gs-$host" 2>/dev/null || true
-        ip link del "gs-$host" 2>/dev/null || true
-    done
-    ip link del gs-br 2>/dev/null || true
-}
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for host in "${hosts[@]}"; do
-        ip netns pids "gs-$host" 2>/dev/null | xargs -r kill 2>/dev/null || true
-    done
-    sleep 1
-    remove_network
-    rm -rf "$work"
-}
-remove_network  # leftovers of an interrupted run
-trap cleanup EXIT
+prefix=gs
+source "$here/../netns.sh"
+make_network
 
-ip link add gs-br type bridge
-ip link set gs-br up
-for host in "${hosts[@]}"; do
-    ip netns add "gs-$host"
-    ip link add "gs-$host" type veth peer name eth0 netns "gs-$host"
-    ip link set "gs-$host" master gs-br up
-    ip -n "gs-$host" addr add "${address[$host]}/24" dev eth0
-    ip -n "gs-$host" link set eth0 up
-    ip -n "gs-$host" link set lo up
-done
-on() { local host=$1; shift; ip netns exec "gs-$host" "$@"; }
 export SHOP_STUBS="$work/stubs" GATEWAY=${address[gateway]} AUTH=${address[auth]} \
     CATALOG=${address[catalog]} ORDERS=${address[orders]} CACHE=${address[cache]} \
     DB=${address[db]}
@@ -87,19 +62,9 @@ for role in auth catalog orders gateway; do
     pids+=($!)
 done
 for role in auth catalog orders gateway; do
-    until on client bash -c "exec 3<>/dev/tcp/${address[$role]}/50051" 2>/dev/null; do
-        sleep 0.2
-    done
+    wait_for client "${address[$role]}" 50051
 done
-captures=()
-for host in "${hosts[@]}"; do
-    on "$host" tcpdump -q -i eth0 -s 0 -w "$here/$host.pcap" tcp 2>/dev/null &
-    captures+=($!)
-done
-sleep 1
+start_captures "$out"
 on client python3 "$here/load.py" "${address[gateway]}" "$seconds" "$clients"
-sleep 1
-# tcpdump writes its last packets when it is stopped.
-for pid in "${captures[@]}"; do kill -INT "$pid"; done
-wait "${captures[@]}" 2>/dev/null || true
-ls -l "$here"/*.pcap
+stop_captures
+ls -l "$out"/*.pcap

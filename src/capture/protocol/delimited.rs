@@ -274,15 +274,7 @@ impl<P: Protocol> Delimited<P> {
                 self.side(from).tail = Some(tail);
                 return;
             }
-            self.emit(
-                from,
-                tail.meaning,
-                tail.seq,
-                tail.first,
-                tail.last,
-                tail.label,
-                out,
-            );
+            self.emit_tail(from, tail, out);
             chunk.bytes = &chunk.bytes[taken..];
             chunk.seq = chunk.seq.wrapping_add(taken as u32);
             self.side(from).seq = chunk.seq;
@@ -319,6 +311,19 @@ impl<P: Protocol> Delimited<P> {
             .push_back((pending.bytes.len(), chunk.time));
         pending.bytes.extend_from_slice(chunk.bytes);
         self.cut(from, out);
+    }
+
+    /// A message whose last bytes were counted off: out it goes.
+    fn emit_tail(&mut self, from: Side, tail: Tail, out: &mut Output) {
+        let Tail {
+            meaning,
+            seq,
+            first,
+            last,
+            label,
+            ..
+        } = tail;
+        self.emit(from, meaning, seq, first, last, label, out);
     }
 
     fn lose(&mut self, from: Side) {
@@ -363,15 +368,7 @@ impl<P: Protocol> Framer for Delimited<P> {
                 tail.rest -= bytes;
                 if tail.rest == 0 {
                     let tail = pending.tail.take().expect("checked");
-                    self.emit(
-                        from,
-                        tail.meaning,
-                        tail.seq,
-                        tail.first,
-                        tail.last,
-                        tail.label,
-                        out,
-                    );
+                    self.emit_tail(from, tail, out);
                     let pending = self.side(from);
                     pending.seq = pending.seq.wrapping_add(bytes as u32);
                 }

@@ -893,11 +893,7 @@ mod tests {
             .messages
             .iter()
             .map(|m| {
-                let name = out
-                    .operations
-                    .get(m.operation.0 as usize)
-                    .cloned()
-                    .unwrap_or_default();
+                let name = out.name_of(m.operation).to_owned();
                 (m.from, m.kind, m.key, m.first, name, m.status)
             })
             .collect();

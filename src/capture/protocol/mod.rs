@@ -137,6 +137,13 @@ pub struct Output {
 }
 
 impl Output {
+    /// An operation's name; empty for [`Operation::NONE`].
+    pub fn name_of(&self, operation: Operation) -> &str {
+        self.operations
+            .get(operation.0 as usize)
+            .map_or("", String::as_str)
+    }
+
     /// The id of an operation name, adding it if it is new. Names are few (a system has
     /// tens of methods), so they are kept once per capture, not per message.
     pub fn operation(&mut self, name: &str) -> Operation {

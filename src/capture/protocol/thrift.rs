@@ -487,11 +487,7 @@ mod tests {
         out.messages
             .iter()
             .map(|m| {
-                let name = out
-                    .operations
-                    .get(m.operation.0 as usize)
-                    .cloned()
-                    .unwrap_or_default();
+                let name = out.name_of(m.operation).to_owned();
                 (m.kind, name, m.status)
             })
             .collect()

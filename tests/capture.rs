@@ -516,6 +516,39 @@ fn the_shipped_thrift_captures_pair_compact_unframed_and_binary_framed_calls() {
 }
 
 #[test]
+fn the_shipped_tls_captures_are_counted_and_read_by_turns_by_port_and_by_content() {
+    // traces/tls/README.md: 20 HTTPS fetches from each of web (:8443, a TLS port) and
+    // api (:9443, recognised by the record header), a connection each.
+    let output = blackbox()
+        .arg("nest")
+        .args(captures_in("tls"))
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let note = "not messages: TLS connections, read by turns: calls multiplexed inside (HTTP/2, gRPC) merge; capture before TLS to split them";
+    assert_contains_all(
+        &stderr,
+        &[
+            &format!("read 40, {note}"),
+            "api.pcap (host api, own address 10.81.0.30)",
+            "(tls 116); 20 TCP connections",
+            "web.pcap (host web, own address 10.81.0.20)",
+            "seen at both ends, 0 at the sender only, 0 at the receiver only",
+        ],
+    );
+    assert_eq!(
+        stderr.matches(&format!("read 20, {note}")).count(),
+        2,
+        "{stderr}"
+    );
+    let rows = pattern_rows(&String::from_utf8(output.stdout).unwrap());
+    let mut servers: Vec<&str> = rows.iter().map(|(_, s)| s.as_str()).collect();
+    servers.sort();
+    assert_eq!(servers, ["client->api", "client->web"]);
+}
+
+#[test]
 fn json_lists_each_nodes_operations_and_errors() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");

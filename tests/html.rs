@@ -252,10 +252,10 @@ fn the_nesting_page_shows_each_nodes_operations_and_error_rate() {
     for shown in [
         // The gateway of the top pattern mostly serves GetItem: its count comes first.
         "<span class=\"ops\"><code>/shop.Gateway/GetItem</code> ×",
-        "<span class=\"ops\"><code>/shop.Catalog/GetItem</code> ×1534 </span>",
-        "<span class=\"ops\"><code>get</code> ×1534 </span>",
+        "<span class=\"ops\"><code>/shop.Catalog/GetItem</code> ×",
+        "<span class=\"ops\"><code>get</code> ×",
         "<span class=\"ops\"><code>INSERT</code> ×",
-        "<span class=\"ops\">0.0% errors (0 of 1534)</span>",
+        "<span class=\"ops\">0.0% errors (0 of ",
     ] {
         assert!(html.contains(shown), "{shown} is not on the page");
     }

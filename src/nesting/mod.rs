@@ -469,6 +469,7 @@ fn nest_node(
                     }
                 },
                 order,
+                &|pair| trace.operation(pairs[pair as usize].call_id),
             );
             joint_losses = joint.explained;
             (joint.parents, joint.confidence)

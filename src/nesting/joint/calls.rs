@@ -8,7 +8,7 @@ use super::{NodeSettings, Reweighing};
 use crate::nesting::call_pairs::CallPair;
 use crate::nesting::candidates::{outlives, Candidates};
 use crate::nesting::scoreboard::{BinTable, Bins};
-use crate::trace::{Nanos, NodeId};
+use crate::trace::{Nanos, NodeId, OperationId};
 use hashbrown::HashMap;
 
 /// The kinds of event in a parent's sequence: its arrival, a child leaving or
@@ -97,19 +97,30 @@ impl<'a> NodeCalls<'a> {
         outgoing: &'a [u32],
         candidates: &Candidates,
         scale: NodeSettings,
+        operation: &dyn Fn(u32) -> OperationId,
     ) -> Self {
         let bins = scale.bins;
-        let dense = |nodes: &mut dyn Iterator<Item = NodeId>| -> Vec<u32> {
-            let mut ids: HashMap<NodeId, u32> = HashMap::new();
-            nodes
-                .map(|node| {
+        let dense = |kinds: &mut dyn Iterator<Item = (NodeId, OperationId)>| -> Vec<u32> {
+            let mut ids: HashMap<(NodeId, OperationId), u32> = HashMap::new();
+            kinds
+                .map(|kind| {
                     let next = ids.len() as u32;
-                    *ids.entry(node).or_insert(next)
+                    *ids.entry(kind).or_insert(next)
                 })
                 .collect()
         };
-        let kind = dense(&mut outgoing.iter().map(|&c| pairs[c as usize].callee));
-        let caller = dense(&mut incoming.iter().map(|&p| pairs[p as usize].caller));
+        // Children are kinds by callee alone: split by operation too, the kinds get
+        // too sparse to learn on (a cache's GET and SET apart).
+        let kind = dense(
+            &mut outgoing
+                .iter()
+                .map(|&c| (pairs[c as usize].callee, OperationId::NONE)),
+        );
+        let caller = dense(
+            &mut incoming
+                .iter()
+                .map(|&p| (pairs[p as usize].caller, operation(p))),
+        );
         let kinds = kind.iter().max().map_or(0, |&k| k + 1);
         let total = candidates.parents.len();
         let callers = caller.iter().max().map_or(0, |&a| a + 1);

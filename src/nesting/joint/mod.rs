@@ -139,6 +139,11 @@ pub enum Start {
 
 /// Improves `start` for the children of one node. `incoming` and `outgoing` are sorted
 /// as for the candidates.
+///
+/// `operation` names each call pair's operation (`OperationId::NONE` where the protocol
+/// names none): a parent's kind is its caller and operation, a child's its callee and
+/// operation, so that a gateway's GetItem and PlaceOrder learn their own calls.
+#[allow(clippy::too_many_arguments)]
 pub fn choose_jointly(
     pairs: &[CallPair],
     incoming: &[u32],
@@ -147,8 +152,9 @@ pub fn choose_jointly(
     scale: NodeSettings,
     start: Start,
     explain: Option<usize>,
+    operation: &dyn Fn(u32) -> crate::trace::OperationId,
 ) -> JointChoice {
-    let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale);
+    let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale, operation);
     // The robust and soft starts run where children have several candidates each.
     // Parallelism among the open calls: answered ones, with asynchronous children, are
     // far more numerous than the parents they turn out to be.

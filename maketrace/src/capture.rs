@@ -191,6 +191,45 @@ impl Writer {
         }
     }
 
+    /// The three-way handshake, ending one step before `start`, when the first request
+    /// leaves; `delays` are the one-way delays (to the server, back).
+    fn handshake(
+        &mut self,
+        client: &mut Side,
+        server: &mut Side,
+        start: Nanos,
+        delays: (Nanos, Nanos),
+    ) {
+        let (forward, backward) = delays;
+        let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
+        let syn = start - 2 * forward - backward - 3 * STEP;
+        let (s, r) = at(syn, forward);
+        self.segment(client, server, "S", &[], s, r);
+        let (s, r) = at(syn + forward + STEP, backward);
+        self.segment(server, client, "SA", &[], s, r);
+        let (s, r) = at(start - STEP, forward);
+        self.segment(client, server, "A", &[], s, r);
+    }
+
+    /// The client's close a step after `after`, the server's, and the last
+    /// acknowledgement.
+    fn close(
+        &mut self,
+        client: &mut Side,
+        server: &mut Side,
+        after: Nanos,
+        delays: (Nanos, Nanos),
+    ) {
+        let (forward, backward) = delays;
+        let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
+        let (s, r) = at(after + STEP, forward);
+        self.segment(client, server, "FA", &[], s, r);
+        let (s, r) = at(after + 2 * STEP + forward, backward);
+        self.segment(server, client, "FA", &[], s, r);
+        let (s, r) = at(after + 3 * STEP + forward + backward, forward);
+        self.segment(client, server, "A", &[], s, r);
+    }
+
     /// A message of any size, cut into segments; the k-th leaves k µs after the first.
     fn message(
         &mut self,
@@ -408,14 +447,8 @@ fn write_captures(
             call.truth.1
         );
         // The handshake ends one step before the request leaves.
-        let syn = start - 2 * forward - backward - 3 * STEP;
+        writer.handshake(&mut client, &mut server, start, (forward, backward));
         let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
-        let (s, r) = at(syn, forward);
-        writer.segment(&mut client, &server, "S", &[], s, r);
-        let (s, r) = at(syn + forward + STEP, backward);
-        writer.segment(&mut server, &client, "SA", &[], s, r);
-        let (s, r) = at(start - STEP, forward);
-        writer.segment(&mut client, &server, "A", &[], s, r);
         let bytes = request(payload, trace, call, number);
         writer.message(
             &mut client,
@@ -445,12 +478,7 @@ fn write_captures(
         );
         let back =
             reply_ends.received.unwrap_or(answer + backward) + (bytes.len() / MSS) as Nanos * STEP;
-        let (s, r) = at(back + STEP, forward);
-        writer.segment(&mut client, &server, "FA", &[], s, r);
-        let (s, r) = at(back + STEP + forward + STEP, backward);
-        writer.segment(&mut server, &client, "FA", &[], s, r);
-        let (s, r) = at(back + 2 * STEP + forward + backward + STEP, forward);
-        writer.segment(&mut client, &server, "A", &[], s, r);
+        writer.close(&mut client, &mut server, back, (forward, backward));
     }
     for (node, mut packets) in writer.packets {
         packets.sort_by_key(|p| p.0);
@@ -552,15 +580,8 @@ mod grpc {
                     (delay(request), delay(reply))
                 }
             };
-            let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
             let start = first_time(&list[0].1);
-            let syn = start - 2 * forward - backward - 3 * STEP;
-            let (s, r) = at(syn, forward);
-            writer.segment(&mut client, &server, "S", &[], s, r);
-            let (s, r) = at(syn + forward + STEP, backward);
-            writer.segment(&mut server, &client, "SA", &[], s, r);
-            let (s, r) = at(start - STEP, forward);
-            writer.segment(&mut client, &server, "A", &[], s, r);
+            writer.handshake(&mut client, &mut server, start, (forward, backward));
 
             let method = format!("/maketrace.{}/Call", trace.nodes[to as usize]);
             let authority = format!("{}:{GRPC_PORT}", trace.nodes[to as usize]);
@@ -653,12 +674,12 @@ mod grpc {
                 writer.message(&mut server, &client, &trailers, reply.sent, reply.received);
                 last = last.max(reply.received.unwrap_or(sent + backward));
             }
-            let (s, r) = at(last + 10 * STEP, forward);
-            writer.segment(&mut client, &server, "FA", &[], s, r);
-            let (s, r) = at(last + 11 * STEP + forward, backward);
-            writer.segment(&mut server, &client, "FA", &[], s, r);
-            let (s, r) = at(last + 12 * STEP + forward + backward, forward);
-            writer.segment(&mut client, &server, "A", &[], s, r);
+            writer.close(
+                &mut client,
+                &mut server,
+                last + 9 * STEP,
+                (forward, backward),
+            );
         }
         written
     }

@@ -352,12 +352,6 @@ impl Trace {
         self.systems.get(usize::from(index)).copied()
     }
 
-    /// Whether any call has an operation name or a status (else the columns and keys
-    /// that show them are left out).
-    pub fn has_operations(&self) -> bool {
-        !self.call_operations.is_empty() || !self.call_statuses.is_empty()
-    }
-
     /// A truth tag as it was written, if any.
     pub fn truth_text(&self, id: Truth) -> Option<&str> {
         (id != Truth::NONE).then(|| self.truths.resolve(id.0))

@@ -6,13 +6,22 @@
 //! 20, where children have many candidates each and the joint choice searches from
 //! three starts: its cost per message is far higher there.
 //!
+//! A third group, `nesting_shop`, times what issue 25 found slow: the 5-tier shop of
+//! `traces/configs/shop.toml` with 10 and 40 concurrent clients (per-node parallelism
+//! about 1.7 and 4), both parent choices, 100,000 messages each. `cargo run --release
+//! --example performance` measures the same end to end at 1 M messages and up, by
+//! concurrency and by length, into `docs/performance.md`.
+//!
 //! `cargo bench --bench nesting` — throughput is reported in messages per second.
 
+#[path = "../tests/support/generated.rs"]
+mod generated;
 mod support;
 
-use blackbox::nesting::{nest, NestOptions};
+use blackbox::nesting::{nest, Algorithm, NestOptions};
 use blackbox::trace::{text, Trace, TraceBuilder};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use generated::Generation;
 use std::path::Path;
 use std::time::Duration;
 use support::multitier::{self, MultiTier};
@@ -84,5 +93,36 @@ fn bench_dense(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_dense);
+fn bench_shop(c: &mut Criterion) {
+    let mut group = c.benchmark_group("nesting_shop");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30));
+    for (clients, factor) in [(10, 0.25), (40, 1.0)] {
+        let trace = Generation {
+            parallel: factor,
+            ..Generation::messages("shop", 100_000)
+        }
+        .trace();
+        group.throughput(Throughput::Elements(trace.messages.len() as u64));
+        for (name, algorithm) in [("paper", Algorithm::Paper), ("joint", Algorithm::Joint)] {
+            let options = NestOptions {
+                algorithm,
+                ..NestOptions::default()
+            };
+            let probe = nest(&trace, &options).unwrap();
+            eprintln!(
+                "shop, {clients} clients: {} messages, mean per-node parallelism {:.2}",
+                trace.messages.len(),
+                probe.stats.mean_parallelism
+            );
+            group.bench_function(format!("{name}_{clients}_clients"), |b| {
+                b.iter(|| nest(&trace, &options).unwrap())
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_dense, bench_shop);
 criterion_main!(benches);

@@ -209,11 +209,14 @@ pub fn read_capture<R: Read + Send>(
 ) -> Result<HostCapture, CaptureError> {
     // Two stages on two threads: reading and decoding packets, and following their
     // connections. Decoded segments travel in batches, their payloads copied into one
-    // buffer per batch; the bounded channel keeps memory flat.
+    // buffer per batch; the bounded channel keeps memory flat, and emptied batches go
+    // back to be filled again, so that no batch's memory is ever touched for the first
+    // time twice (fresh pages cost a fault each: 8% of the time before).
     let (sender, receiver) = std::sync::mpsc::sync_channel::<SegmentBatch>(4);
+    let (recycle, recycled) = std::sync::mpsc::channel::<SegmentBatch>();
     let (read, followed) = std::thread::scope(|scope| {
         let stamps = options.clock_stamps;
-        let reading = scope.spawn(move || read_segments(path, input, stamps, sender));
+        let reading = scope.spawn(move || read_segments(path, input, stamps, sender, recycled));
         let mut stats = FileStats::default();
         let mut flows = Flows::new(&options.protocols);
         for batch in receiver {
@@ -227,6 +230,11 @@ pub fn read_capture<R: Read + Send>(
                 };
                 flows.segment(record.time, &segment, &mut stats);
             }
+            let mut batch = batch;
+            batch.records.clear();
+            batch.payloads.clear();
+            // The reader may have finished already; the batch is then dropped here.
+            let _ = recycle.send(batch);
         }
         let followed = flows.finish(&mut stats);
         let read = reading.join().expect("the reading thread does not panic");
@@ -282,6 +290,7 @@ fn read_segments<R: Read + Send>(
     input: R,
     clock_stamps: bool,
     sender: std::sync::mpsc::SyncSender<SegmentBatch>,
+    recycled: std::sync::mpsc::Receiver<SegmentBatch>,
 ) -> Result<ReadSegments, CaptureError> {
     let mut routes: Vec<RouteStamps> = Vec::new();
     let mut route_index: HashMap<(IpAddr, IpAddr), usize> = HashMap::new();
@@ -342,7 +351,8 @@ fn read_segments<R: Read + Send>(
             wire_len: segment.wire_len,
         });
         if batch.payloads.len() >= BATCH_BYTES || batch.records.len() >= 16_384 {
-            let full = std::mem::take(&mut batch);
+            let empty = recycled.try_recv().unwrap_or_default();
+            let full = std::mem::replace(&mut batch, empty);
             receiver_gone |= sender.send(full).is_err();
         }
     });
@@ -484,6 +494,8 @@ pub fn add_to_trace(
     for (index, capture) in captures.iter().enumerate() {
         builder.stats_mut().files += 1;
         builder.reserve(capture.messages.len());
+        // Every endpoint's address formatted once: a call id names two of them.
+        let endpoint_text: Vec<String> = capture.endpoints.iter().map(|e| e.to_string()).collect();
         let mut ids: HashMap<(u32, bool), crate::trace::NodeId> = HashMap::new();
         for message in &capture.messages {
             let client = capture.endpoints[message.client as usize];
@@ -511,7 +523,12 @@ pub fn add_to_trace(
             text.clear();
             use std::fmt::Write;
             let proto = if message.tcp { "tcp" } else { "udp" };
-            let _ = write!(text, "{proto}:{client}>{server}#{}", framed.key);
+            text.push_str(proto);
+            text.push(':');
+            text.push_str(&endpoint_text[message.client as usize]);
+            text.push('>');
+            text.push_str(&endpoint_text[message.server as usize]);
+            let _ = write!(text, "#{}", framed.key);
             let call_id = builder.call_id(&text);
             if let Some(name) = capture.operations.get(framed.operation.0 as usize) {
                 builder.operation(call_id, name);
@@ -565,8 +582,13 @@ fn services_per_host(
 ) -> BTreeMap<String, BTreeSet<u16>> {
     let mut services: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
     for capture in captures {
+        // Each server once, not once per message: naming it formats its address.
+        let mut serving = vec![false; capture.endpoints.len()];
         for message in &capture.messages {
-            let server = capture.endpoints[message.server as usize];
+            serving[message.server as usize] = true;
+        }
+        let servers = serving.iter().enumerate().filter(|(_, &s)| s);
+        for server in servers.map(|(at, _)| capture.endpoints[at]) {
             let host = names
                 .get(&server.ip())
                 .cloned()

@@ -72,7 +72,7 @@ impl Interner {
             ends: Vec::with_capacity(order.len()),
             hashes: Vec::with_capacity(order.len()),
             table: HashTable::with_capacity(order.len()),
-            hasher: self.hasher.clone(),
+            hasher: self.hasher,
         };
         for &old in &order {
             sorted.push_new(self.resolve(old), self.hashes[old as usize]);

@@ -88,6 +88,9 @@ pub(super) struct NodeCalls<'a> {
     /// whom to look at again when its children change.
     pub(super) watchers: Vec<u32>,
     pub(super) watcher_offsets: Vec<u32>,
+    /// Per link (in the candidates' order), the bins of its start delay and return
+    /// gap: the same for every start and every round, so kept once.
+    pub(super) link_bins: Vec<[u16; 2]>,
 }
 
 impl<'a> NodeCalls<'a> {
@@ -140,7 +143,7 @@ impl<'a> NodeCalls<'a> {
             }
         }
         let orphan_log = orphan_logs(pairs, outgoing, &kind, kinds as usize, scale.lost);
-        NodeCalls {
+        let mut calls = NodeCalls {
             pairs,
             outgoing,
             incoming,
@@ -163,7 +166,17 @@ impl<'a> NodeCalls<'a> {
             link_keys: (callers * kinds) as usize,
             watchers,
             watcher_offsets,
-        }
+            link_bins: Vec::new(),
+        };
+        // Bins fit 16 bits: the options are refused beyond that.
+        calls.link_bins = (0..outgoing.len() as u32)
+            .flat_map(|k| candidates.of(k as usize).iter().map(move |&p| (k, p)))
+            .map(|(k, p)| {
+                let (_, start, gap) = calls.link_bins(k, p);
+                [start as u16, gap as u16]
+            })
+            .collect();
+        calls
     }
 
     /// Child `k` (index into `outgoing`).

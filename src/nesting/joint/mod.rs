@@ -197,7 +197,11 @@ pub fn choose_jointly(
         || {
             Some(soft_start(&calls, candidates, &open, &initial))
                 .filter(|soft| *soft != initial)
-                .map(|soft| settle(&calls, candidates, soft, false))
+                .map(|soft| {
+                    let mut end = settle(&calls, candidates, soft, false);
+                    end.forget_gains();
+                    end
+                })
         },
     );
     // The greedy answer's end, or the robust start's from it if clearly likelier, both
@@ -214,11 +218,13 @@ pub fn choose_jointly(
             state = other;
         }
     }
+    state.remember_gains();
     chosen(&state, candidates, explain)
 }
 
 /// `state` with its model learned again from all its delays and whole sets.
 fn relearned(mut state: Assignment) -> Assignment {
+    state.forget_gains();
     state.robust = false;
     state.learn();
     state.learn_sets();

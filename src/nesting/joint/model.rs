@@ -319,17 +319,6 @@ impl Assignment<'_> {
         let calls = self.calls;
         let bins = calls.bins.count();
         let keys = calls.link_keys;
-        if self.bins.is_empty() {
-            // Bins fit 16 bits: the options are refused beyond that.
-            let mut at = Vec::with_capacity(self.candidates.parents.len());
-            for k in 0..self.chosen.len() as u32 {
-                for link in self.row(k) {
-                    let (_, start, gap) = calls.link_bins(k, self.parent_of(link));
-                    at.push([start as u16, gap as u16]);
-                }
-            }
-            self.bins = at;
-        }
         let parents = &self.candidates.parents;
         let key_of = |k: usize, link: u32| {
             calls.caller[parents[link as usize] as usize] as usize * calls.events.kinds as usize
@@ -341,7 +330,7 @@ impl Assignment<'_> {
             if link == NO_LINK {
                 continue;
             }
-            let [at, gap] = self.bins[link as usize];
+            let [at, gap] = calls.link_bins[link as usize];
             let key = key_of(k, link);
             start[key * bins + at as usize] += 1.0;
             end[key * bins + gap as usize] += 1.0;
@@ -358,7 +347,7 @@ impl Assignment<'_> {
         fit.clear();
         for k in 0..self.chosen.len() as u32 {
             for link in self.row(k) {
-                let [at, gap] = self.bins[link as usize];
+                let [at, gap] = calls.link_bins[link as usize];
                 let key = key_of(k as usize, link);
                 fit.push((start[key * bins + at as usize] + end[key * bins + gap as usize]) as f32);
             }

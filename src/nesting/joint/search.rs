@@ -51,10 +51,8 @@ pub(super) struct Assignment<'a> {
     pub(super) score: Vec<f64>,
     pub(super) model: Model,
     /// ln-likelihood of each link's start delay and return gap under this round's densities.
-    /// (Single precision: with `bins`, no more memory than one f64 per link.)
+    /// (Single precision: the fit of every link of every start is held at once.)
     pub(super) fit: Vec<f32>,
-    /// Per link, the bins of its start delay and return gap, which no round changes.
-    pub(super) bins: Vec<[u16; 2]>,
     /// The mean fit of the chosen links: what an orphan is given in their place.
     pub(super) mean_fit: f64,
     /// Per link key (A, C), ln P(a parent has n children of kind C), n in 0..=MAX_CHILDREN.
@@ -154,7 +152,6 @@ impl<'a> Assignment<'a> {
             score: vec![0.0; parents],
             model: Model::empty(calls.events, calls.callers),
             fit: Vec::new(),
-            bins: Vec::new(),
             mean_fit: 0.0,
             count_log: Vec::new(),
             none_log: Vec::new(),
@@ -175,6 +172,29 @@ impl<'a> Assignment<'a> {
             exchanges: RefCell::new(Vec::new()),
             splits: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Lets go of what the search remembers of gains once it is over: the ends of the
+    /// other starts wait while one still searches, and these are most of a start's
+    /// memory (about 24 bytes per link). [`Self::remember_gains`] makes room again.
+    pub(super) fn forget_gains(&mut self) {
+        self.joined = Vec::new();
+        self.joined_at = Vec::new();
+        self.left = Vec::new();
+        self.left_at = Vec::new();
+        self.settled_at = Vec::new();
+        self.exchanges = RefCell::new(Vec::new());
+        self.splits = RefCell::new(Vec::new());
+    }
+
+    /// Room for gains again, none of them known, after [`Self::forget_gains`].
+    pub(super) fn remember_gains(&mut self) {
+        let (links, children) = (self.candidates.parents.len(), self.chosen.len());
+        self.joined = vec![Cell::new(0.0); links];
+        self.joined_at = vec![Cell::new(STALE); links];
+        self.left = vec![Cell::new(0.0); children];
+        self.left_at = vec![Cell::new(STALE); children];
+        self.settled_at = vec![STALE; children];
     }
 
     /// The parent (index into `incoming`) a link points to.

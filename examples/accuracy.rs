@@ -10,6 +10,8 @@
 
 #[path = "../tests/support/generated.rs"]
 mod generated;
+#[path = "support/plot.rs"]
+mod plot;
 
 use blackbox::convolution::{convolve, ConvolveOptions};
 use blackbox::eval::calls;
@@ -19,7 +21,7 @@ use blackbox::nesting::{nest, nest_from, Algorithm, NestOptions, Nesting};
 use blackbox::trace::{text, Trace, TraceBuilder};
 use generated::{read_text, Generation};
 use maketrace::loss;
-use plotters::prelude::*;
+use plot::{plot, Series};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -114,65 +116,6 @@ fn score_with(run: &Run, algorithm: Algorithm) -> (PathScores, f64) {
 
 fn rate(part: u64, whole: u64) -> f64 {
     part as f64 / whole.max(1) as f64
-}
-
-type Series = Vec<(String, Vec<(f64, f64)>)>;
-
-fn plot(path: &Path, title: &str, x_label: &str, y_label: &str, series: &Series) {
-    let points = series.iter().flat_map(|(_, p)| p.iter());
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-    for &(x, y) in points {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y1 = y1.max(y);
-    }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.1 };
-    let area = SVGBackend::new(path, (760, 460)).into_drawing_area();
-    area.fill(&WHITE).expect("svg");
-    let mut chart = ChartBuilder::on(&area)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, 0.0..y1)
-        .expect("svg");
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .expect("svg");
-    let colours = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-        RGBColor(255, 127, 14),
-        RGBColor(23, 190, 207),
-    ];
-    for (i, (name, points)) in series.iter().enumerate() {
-        let colour = colours[i % colours.len()];
-        chart
-            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
-            .expect("svg")
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-            .expect("svg");
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .expect("svg");
-    area.present().expect("svg");
 }
 
 struct Report {

@@ -17,9 +17,11 @@
 
 #[path = "../tests/support/generated.rs"]
 mod generated;
+#[path = "support/plot.rs"]
+mod plot;
 
 use generated::Generation;
-use plotters::prelude::*;
+use plot::{plot_log_x, Series};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -169,76 +171,16 @@ fn csv(path: &Path, rows: &[Row]) {
     std::fs::write(path, s).expect("csv");
 }
 
-/// A line plot, x on a log scale (base 2).
-fn plot(
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[(&str, Vec<(f64, f64)>)],
-) {
-    let xs = series.iter().flat_map(|(_, p)| p.iter().map(|&(x, _)| x));
-    let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-        (a.min(x), b.max(x))
-    });
-    let y1 = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
-        .fold(0.0, f64::max)
-        * 1.15;
-    let area = SVGBackend::new(path, (760, 460)).into_drawing_area();
-    area.fill(&WHITE).expect("svg");
-    let mut chart = ChartBuilder::on(&area)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
-        .build_cartesian_2d((x0 * 0.8..x1 * 1.25).log_scale(), 0.0..y1.max(1e-9))
-        .expect("svg");
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .expect("svg");
-    let colours = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-        RGBColor(148, 103, 189),
-    ];
-    for (i, (name, points)) in series.iter().enumerate() {
-        let colour = colours[i % colours.len()];
-        chart
-            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
-            .expect("svg")
-            .label(*name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
-        chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
-            .expect("svg");
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .expect("svg");
-    area.present().expect("svg");
-}
-
-fn rate_series(rows: &[Row]) -> Vec<(&'static str, Vec<(f64, f64)>)> {
+fn rate_series(rows: &[Row]) -> Series {
     vec![
         (
-            "paper",
+            "paper".into(),
             rows.iter()
                 .map(|r| (r.x, rate(r.messages, &r.paper)))
                 .collect(),
         ),
         (
-            "joint (default)",
+            "joint (default)".into(),
             rows.iter()
                 .map(|r| (r.x, rate(r.messages, &r.joint)))
                 .collect(),
@@ -371,14 +313,14 @@ fn main() {
 
     csv(&out.join("concurrency.csv"), &concurrency);
     csv(&out.join("length.csv"), &length);
-    plot(
+    plot_log_x(
         &out.join("concurrency.svg"),
         "nest end to end, the shop by concurrent clients",
         "concurrent clients",
         "M messages/s",
         &rate_series(&concurrency),
     );
-    plot(
+    plot_log_x(
         &out.join("length.svg"),
         "nest end to end, multi-tier by length",
         "M messages",

@@ -9,7 +9,7 @@ use predicates::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use support::generated::Generation;
-use support::{assert_contains_all, blackbox, captures_in, shop_captures, stdout_of};
+use support::{assert_contains_all, blackbox, captures_in, outputs_of, shop_captures, stdout_of};
 
 /// Generates `seconds` of a config with a network delay, and writes it as a text trace
 /// (`trace.txt`) and as captures (`hosts/`) in `dir`.
@@ -188,14 +188,12 @@ fn snaplen_cut_packets_still_give_messages_by_turns() {
         cut.push(path);
     }
     let from_text = stdout_of(blackbox().args(["nest", "-q"]).arg(&text));
-    let output = blackbox()
-        .args(["nest", "--align", "off", "--protocol", "80=tcp"])
-        .args(&cut)
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    assert_eq!(String::from_utf8(output.stdout).unwrap(), from_text);
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let (stdout, stderr) = outputs_of(
+        blackbox()
+            .args(["nest", "--align", "off", "--protocol", "80=tcp"])
+            .args(&cut),
+    );
+    assert_eq!(stdout, from_text);
     assert!(stderr.contains("cut short by the snaplen"), "{stderr}");
 }
 
@@ -261,13 +259,7 @@ fn a_file_that_is_no_capture_and_no_trace_is_an_error_naming_it() {
 fn the_shipped_shop_captures_pair_every_message_and_show_the_true_patterns() {
     let captures = shop_captures();
     assert_eq!(captures.len(), 5);
-    let output = blackbox()
-        .args(["nest", "--top", "5"])
-        .args(&captures)
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let (stdout, stderr) = outputs_of(blackbox().args(["nest", "--top", "5"]).args(&captures));
     assert!(
         stderr.contains("6720 seen at both ends, 0 at the sender only, 0 at the receiver only"),
         "{stderr}"
@@ -296,7 +288,7 @@ fn the_shipped_shop_captures_pair_every_message_and_show_the_true_patterns() {
             .unwrap_or_else(|| panic!("{stderr}"));
         assert!(line.contains(protocol), "{line}");
     }
-    let table = String::from_utf8(output.stdout).unwrap();
+    let table = stdout;
     for pattern in [
         "client->web(app(cache))",
         "client->web(app(db,cache))",
@@ -310,13 +302,7 @@ fn the_shipped_shop_captures_pair_every_message_and_show_the_true_patterns() {
 fn the_shipped_memcached_captures_pair_text_and_binary_calls_and_free_noreply() {
     // traces/memcached/README.md: load.py sent 841 text calls and 80 one-way text
     // commands, 450 binary calls and 50 quiet binary requests.
-    let output = blackbox()
-        .arg("nest")
-        .args(captures_in("memcached"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let (stdout, stderr) = outputs_of(blackbox().arg("nest").args(captures_in("memcached")));
     assert_contains_all(
         &stderr,
         &[
@@ -328,7 +314,7 @@ fn the_shipped_memcached_captures_pair_text_and_binary_calls_and_free_noreply() 
             "-> 950 messages (memcached 950)",
         ],
     );
-    let table = String::from_utf8(output.stdout).unwrap();
+    let table = stdout;
     let patterns: Vec<(u64, &str)> = table
         .lines()
         .skip(1)
@@ -364,13 +350,7 @@ fn pattern_rows(table: &str) -> Vec<(u64, String)> {
 fn the_shipped_grpc_captures_split_multiplexed_streams_into_the_true_patterns() {
     // traces/grpc/README.md: 2142 requests on one multiplexed client connection; the
     // five true patterns, the last two only on a worker's new database connection.
-    let output = blackbox()
-        .arg("nest")
-        .args(captures_in("grpc"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let (stdout, stderr) = outputs_of(blackbox().arg("nest").args(captures_in("grpc")));
     assert_contains_all(
         &stderr,
         &[
@@ -385,7 +365,7 @@ fn the_shipped_grpc_captures_split_multiplexed_streams_into_the_true_patterns() 
         ],
     );
     assert!(!stderr.contains("skipped "), "nothing set aside:\n{stderr}");
-    let rows = pattern_rows(&String::from_utf8(output.stdout).unwrap());
+    let rows = pattern_rows(&stdout);
     let truth = [
         "client->gateway(auth,catalog(cache))",
         "client->gateway(auth,orders(db))",
@@ -472,14 +452,12 @@ fn the_shipped_thrift_captures_pair_compact_unframed_and_binary_framed_calls() {
     // and timeline; python's client sends every call with sequence id 0.
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
-    let output = blackbox()
-        .args(["nest", "--json"])
-        .arg(&json)
-        .args(captures_in("thrift"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let (_, stderr) = outputs_of(
+        blackbox()
+            .args(["nest", "--json"])
+            .arg(&json)
+            .args(captures_in("thrift")),
+    );
     assert_contains_all(
         &stderr,
         &[
@@ -519,13 +497,7 @@ fn the_shipped_thrift_captures_pair_compact_unframed_and_binary_framed_calls() {
 fn the_shipped_tls_captures_are_counted_and_read_by_turns_by_port_and_by_content() {
     // traces/tls/README.md: 20 HTTPS fetches from each of web (:8443, a TLS port) and
     // api (:9443, recognised by the record header), a connection each.
-    let output = blackbox()
-        .arg("nest")
-        .args(captures_in("tls"))
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    let (stdout, stderr) = outputs_of(blackbox().arg("nest").args(captures_in("tls")));
     let note = "not messages: TLS connections, read by turns: calls multiplexed inside (HTTP/2, gRPC) merge; capture before TLS to split them";
     assert_contains_all(
         &stderr,
@@ -542,7 +514,7 @@ fn the_shipped_tls_captures_are_counted_and_read_by_turns_by_port_and_by_content
         2,
         "{stderr}"
     );
-    let rows = pattern_rows(&String::from_utf8(output.stdout).unwrap());
+    let rows = pattern_rows(&stdout);
     let mut servers: Vec<&str> = rows.iter().map(|(_, s)| s.as_str()).collect();
     servers.sort();
     assert_eq!(servers, ["client->api", "client->web"]);

@@ -497,6 +497,8 @@ pub fn add_to_trace(
         // Every endpoint's address formatted once: a call id names two of them.
         let endpoint_text: Vec<String> = capture.endpoints.iter().map(|e| e.to_string()).collect();
         let mut ids: HashMap<(u32, bool), crate::trace::NodeId> = HashMap::new();
+        // The capture's few operation names, each interned once, when first met.
+        let mut operation_ids = vec![None; capture.operations.len()];
         for message in &capture.messages {
             let client = capture.endpoints[message.client as usize];
             let server = capture.endpoints[message.server as usize];
@@ -531,7 +533,9 @@ pub fn add_to_trace(
             let _ = write!(text, "#{}", framed.key);
             let call_id = builder.call_id(&text);
             if let Some(name) = capture.operations.get(framed.operation.0 as usize) {
-                builder.operation(call_id, name);
+                let id = *operation_ids[framed.operation.0 as usize]
+                    .get_or_insert_with(|| builder.operation_id(name));
+                builder.set_operation(call_id, id);
                 if let Some(system) = message.protocol.system(name) {
                     builder.system(call_id, system);
                 }

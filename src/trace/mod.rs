@@ -401,10 +401,21 @@ impl TraceBuilder {
 
     /// Names the operation a call asked for.
     pub fn operation(&mut self, call: CallId, name: &str) {
+        let id = self.operation_id(name);
+        self.set_operation(call, id);
+    }
+
+    /// Interns an operation name, for readers that name the same few operations over
+    /// and over and keep their ids.
+    pub fn operation_id(&mut self, name: &str) -> OperationId {
+        OperationId(self.trace.operations.intern(name))
+    }
+
+    /// Names the operation a call asked for by an id from [`Self::operation_id`].
+    pub fn set_operation(&mut self, call: CallId, id: OperationId) {
         if call == CallId::NONE {
             return;
         }
-        let id = OperationId(self.trace.operations.intern(name));
         let index = call.0 as usize;
         let operations = &mut self.trace.call_operations;
         if operations.len() <= index {

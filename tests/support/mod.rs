@@ -25,13 +25,19 @@ pub fn assert_contains_all(text: &str, expected: &[&str]) {
 
 /// Runs `command`, which must succeed (its stderr shows when it does not); its stdout.
 pub fn stdout_of(command: &mut Command) -> String {
+    outputs_of(command).0
+}
+
+/// Runs `command`, which must succeed (its stderr shows when it does not); its stdout
+/// and its stderr.
+pub fn outputs_of(command: &mut Command) -> (String, String) {
     let output = command.output().expect("the command runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
+    let stderr = String::from_utf8(output.stderr).expect("UTF-8 stderr");
+    assert!(output.status.success(), "{stderr}");
+    (
+        String::from_utf8(output.stdout).expect("UTF-8 output"),
+        stderr,
+    )
 }
 
 /// The stdout of `blackbox ARGS...`, which must succeed.

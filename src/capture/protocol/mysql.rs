@@ -585,6 +585,23 @@ mod tests {
     use super::*;
     use crate::trace::Kind;
 
+    /// Each side's bytes in turn, one segment each, a tick apart; then the close.
+    fn feed(
+        framer: &mut impl Framer,
+        turns: impl IntoIterator<Item = (Side, Vec<u8>)>,
+        out: &mut Output,
+    ) {
+        for (time, (side, bytes)) in turns.into_iter().enumerate() {
+            let chunk = Chunk {
+                time: time as i64,
+                seq: 0,
+                bytes: &bytes,
+            };
+            framer.data(side, chunk, out);
+        }
+        framer.close(out);
+    }
+
     fn packet(sequence: u8, payload: &[u8]) -> Vec<u8> {
         let len = payload.len();
         let mut bytes = vec![len as u8, (len >> 8) as u8, (len >> 16) as u8, sequence];
@@ -642,18 +659,7 @@ mod tests {
             (Side::Server, ok(2, 0, 2)),
         ];
         all.extend_from_slice(exchange);
-        for (time, (side, bytes)) in all.into_iter().enumerate() {
-            framer.data(
-                side,
-                Chunk {
-                    time: time as i64,
-                    seq: 0,
-                    bytes: &bytes,
-                },
-                &mut out,
-            );
-        }
-        framer.close(&mut out);
+        feed(&mut framer, all, &mut out);
         let messages = out
             .messages
             .iter()
@@ -774,18 +780,7 @@ mod tests {
             (Side::Client, b"\x16\x03\x01 client hello".to_vec()),
             (Side::Server, b"\x16\x03\x03 server hello".to_vec()),
         ];
-        for (time, (side, bytes)) in exchange.into_iter().enumerate() {
-            framer.data(
-                side,
-                Chunk {
-                    time: time as i64,
-                    seq: 0,
-                    bytes: &bytes,
-                },
-                &mut out,
-            );
-        }
-        framer.close(&mut out);
+        feed(&mut framer, exchange, &mut out);
         let kinds: Vec<Kind> = out.messages.iter().map(|m| m.kind).collect();
         assert_eq!(kinds, vec![Kind::Call, Kind::Return]);
     }

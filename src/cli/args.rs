@@ -530,6 +530,13 @@ pub(super) struct AlgorithmArgs {
     /// Delays above this share the last bin.
     #[arg(long, value_name = "DURATION", default_value = "7200s", value_parser = duration)]
     pub(super) bin_ceiling: Nanos,
+
+    /// With the joint choice, settle its starts on the first N calls out of each node and
+    /// carry the likeliest end over the rest (learning the model from all of them), rather
+    /// than settle every start on every call: the same answers on nodes with no more than
+    /// N calls out, faster on larger ones. 0 settles every start on every call.
+    #[arg(long, value_name = "N", default_value_t = blackbox::nesting::joint::LEARN_WINDOW)]
+    pub(super) learn_window: usize,
 }
 
 pub(super) fn duration(text: &str) -> Result<Nanos, String> {
@@ -557,6 +564,10 @@ impl AlgorithmArgs {
             },
             same_truth_only: false,
             reweighing: Reweighing::default(),
+            learn_window: match a.learn_window {
+                0 => usize::MAX,
+                n => n,
+            },
             by_operation: false,
         }
     }

@@ -63,6 +63,10 @@ pub struct NestOptions {
     /// How the joint search weighs a child it looks at again: only what changed (the
     /// default), or everything, which gives the same choices more slowly (a check).
     pub reweighing: joint::Reweighing,
+    /// Children of one node on which the joint choice's starts are settled and its
+    /// model first learned, when it has more ([`joint::LEARN_WINDOW`] by default;
+    /// `usize::MAX` settles every start on every child, slower).
+    pub learn_window: usize,
     /// Name each node of a pattern by the operation of the call into it too
     /// (`catalog[/shop.Catalog/GetItem]`), so that a pattern is per operation.
     pub by_operation: bool,
@@ -81,6 +85,7 @@ impl Default for NestOptions {
             penalties: Penalties::default(),
             same_truth_only: false,
             reweighing: joint::Reweighing::default(),
+            learn_window: joint::LEARN_WINDOW,
             by_operation: false,
         }
     }
@@ -461,6 +466,7 @@ fn nest_node(
                     lost,
                     async_children: options.async_window > 0,
                     reweighing: options.reweighing,
+                    learn_window: options.learn_window,
                 },
                 match start {
                     None => joint::Start::Greedy(choice),

@@ -84,7 +84,8 @@ impl OrderGivenSet {
 
 impl Assignment<'_> {
     /// ln-likelihood of every parent's sequence and set of children under the model
-    /// the assignment learned, by which the ends of two starts are compared: the whole
+    /// the assignment learned (the parents and children in scope), by which the ends of
+    /// two starts are compared: the whole
     /// likelihood but the per-link densities, which the soft start was fitted to alone,
     /// with the order of each parent's actions scored given its set of children
     /// ([`OrderGivenSet`]). Scored as the search scores it, a start that piles children
@@ -94,33 +95,32 @@ impl Assignment<'_> {
     /// transitions; ordered given the sets, the greedy start's end is likelier by 612.
     /// (Per-link densities included, piling won by 1.1 nats per child.)
     pub(super) fn sequence_likelihood(&self) -> f64 {
-        let orphans: f64 = (0..self.chosen.len() as u32)
+        let orphans: f64 = (0..self.scope.children)
             .filter(|&k| self.chosen[k as usize] == NO_LINK && !self.row(k).is_empty())
             .map(|k| self.calls.orphan_log[self.calls.kind[k as usize] as usize])
             .sum();
-        let parents: f64 = (0..self.score.len() as u32)
+        let parents: f64 = (0..self.scope.learned)
             .map(|p| self.parent_log(p, self.children.of(p), Chain::GivenSet))
             .sum();
         parents + orphans
     }
 
-    /// The children that could join or leave a parent whose set of children is made
-    /// less often than the kinds counted independently would have it, each once, in
-    /// order.
+    /// The children in scope that could join or leave a parent whose set of children
+    /// is made less often than the kinds counted independently would have it, each
+    /// once, in order.
     pub(super) fn near_unlikely_sets(&self) -> Vec<u32> {
         let calls = self.calls;
-        let mut near = vec![false; self.chosen.len()];
-        for p in 0..self.score.len() as u32 {
+        let searched = self.scope.children;
+        let mut near = vec![false; searched as usize];
+        for p in 0..self.scope.scored {
             let (joint, independent) = self.set_odds(p, self.children.of(p), false);
             if joint < independent {
-                for &w in calls.watchers_of(p) {
+                for &w in calls.watchers_of(p).iter().take_while(|&&w| w < searched) {
                     near[w as usize] = true;
                 }
             }
         }
-        (0..self.chosen.len() as u32)
-            .filter(|&k| near[k as usize])
-            .collect()
+        (0..searched).filter(|&k| near[k as usize]).collect()
     }
 
     /// ln P(parent `p` makes exactly `children`'s kinds, so many of each): how often

@@ -92,13 +92,21 @@ use super::scoreboard::Bins;
 use crate::trace::Nanos;
 use calls::NodeCalls;
 use search::Assignment;
-use starts::{settle, soft_start};
+use search::Scope;
+use starts::{extend, settle, soft_start};
 
 pub use starts::async_start;
 
 /// Mean candidates per child from which the robust and soft starts are tried too:
 /// below it the greedy start's end was always kept, at twice the time (docs/tuning.md).
 const SOFT_FROM_PARALLELISM: f64 = 3.0;
+/// Calls out of one node on which the three starts are settled and compared, when it
+/// has more: the end kept is then carried over the rest by the same rounds of hard EM
+/// (see [`starts::extend`]), so that only one start's rounds cost the whole trace.
+/// Above every node of the accuracy studies and the dev traces, whose answers are
+/// those of settling every start on everything; a quarter of the 40-client shop's app
+/// node in 60 s.
+pub const LEARN_WINDOW: usize = 1 << 15;
 /// ln-likelihood per child by which another start's end must beat the greedy start's
 /// to replace it: above the noise between two good ends (docs/tuning.md).
 const REPLACE_MARGIN: f64 = 0.05;
@@ -177,48 +185,65 @@ pub fn choose_jointly(
     let initial = match start {
         Start::Greedy(initial) => initial,
         Start::Given(given) => {
-            let state = settle(&calls, candidates, given, false);
+            let all = Scope::all(candidates, incoming.len());
+            let state = settle(&calls, candidates, given, false, all);
             return chosen(&state, candidates, explain);
         }
     };
+    let all = Scope::all(candidates, incoming.len());
     if !calls.dense {
-        let state = settle(&calls, candidates, initial, false);
+        // One start: a window would only add its rounds to those over every child.
+        let state = settle(&calls, candidates, initial, false, all);
         return chosen(&state, candidates, explain);
     }
+    let window = Scope::window(candidates, incoming.len(), scale.learn_window);
     // The three starts are independent: on two cores, a trace whose time goes to one
     // node takes the time of two starts instead of three.
     let ((robust, plain), soft) = rayon::join(
         || {
             rayon::join(
-                || relearned(settle(&calls, candidates, initial.clone(), true)),
-                || relearned(settle(&calls, candidates, initial.clone(), false)),
+                || relearned(settle(&calls, candidates, initial.clone(), true, window)),
+                || relearned(settle(&calls, candidates, initial.clone(), false, window)),
             )
         },
         || {
             Some(soft_start(&calls, candidates, &open, &initial))
                 .filter(|soft| *soft != initial)
                 .map(|soft| {
-                    let mut end = settle(&calls, candidates, soft, false);
+                    let mut end = settle(&calls, candidates, soft, false, window);
                     end.forget_gains();
                     end
                 })
         },
     );
     // The greedy answer's end, or the robust start's from it if clearly likelier, both
-    // scored under models learned again from all their delays.
+    // scored under models learned again from all their delays; on a node larger than
+    // the window, the ends on the window.
+    let margin = REPLACE_MARGIN * f64::from(window.children);
     let gain = robust.sequence_likelihood() - plain.sequence_likelihood();
-    let mut state = if gain > REPLACE_MARGIN * plain.chosen.len() as f64 {
-        robust
+    let (mut state, mut was_robust) = if gain > margin {
+        drop(plain);
+        (robust, true)
     } else {
-        plain
+        drop(robust);
+        (plain, false)
     };
     if let Some(other) = soft {
         let gain = other.sequence_likelihood() - state.sequence_likelihood();
-        if gain > REPLACE_MARGIN * state.chosen.len() as f64 {
-            state = other;
+        if gain > margin {
+            (state, was_robust) = (other, false);
         }
     }
+    // (The ends not kept are gone by now: carrying the kept one over every child is
+    // the peak of memory.)
     state.remember_gains();
+    if window != all {
+        extend(&mut state, was_robust);
+        if was_robust {
+            state = relearned(state);
+            state.remember_gains();
+        }
+    }
     chosen(&state, candidates, explain)
 }
 
@@ -287,6 +312,9 @@ pub struct NodeSettings {
     pub async_children: bool,
     /// How a child looked at again is weighed.
     pub reweighing: Reweighing,
+    /// Children on which the starts are settled before the kept end is carried over
+    /// the rest ([`LEARN_WINDOW`] by default; `usize::MAX`, all of them).
+    pub learn_window: usize,
 }
 
 /// How the search weighs a child it looks at again.

@@ -162,8 +162,8 @@ impl Model {
 }
 
 impl Assignment<'_> {
-    /// Re-learns the delay densities and the Markov chain from the assignment, and
-    /// rescores every parent.
+    /// Re-learns the delay densities and the Markov chain from the assignment's parents
+    /// in scope, and rescores every parent in scope.
     pub(super) fn learn(&mut self) {
         let calls = self.calls;
         let bins = calls.bins.count();
@@ -181,7 +181,7 @@ impl Assignment<'_> {
         } else {
             HashMap::new()
         };
-        for p in 0..self.score.len() as u32 {
+        for p in 0..self.scope.learned {
             calls.walk(p, self.children.of(p), &mut open, |factor| {
                 if let Some(wait) = factor.awaited {
                     waits[3 * factor.delay_key as usize + wait as usize] += 1.0;
@@ -293,7 +293,7 @@ impl Assignment<'_> {
     pub(super) fn cutoffs(&self, open: &mut Vec<(Nanos, u32)>) -> HashMap<u64, f64> {
         let calls = self.calls;
         let mut fits: HashMap<u64, Vec<f64>> = HashMap::new();
-        for p in 0..self.score.len() as u32 {
+        for p in 0..self.scope.learned {
             calls.walk(p, self.children.of(p), open, |factor| {
                 if factor.awaited.is_some() || !factor.timed {
                     return;
@@ -313,8 +313,10 @@ impl Assignment<'_> {
             .collect()
     }
 
-    /// Learns the per-link start-delay and return-gap densities per (A, C) and the
-    /// distribution of how many children of kind C a parent called by A makes.
+    /// Learns the per-link start-delay and return-gap densities per (A, C) from the
+    /// children in scope and the distribution of how many children of kind C a parent
+    /// called by A makes from the parents in scope; the fits of every link, so that an
+    /// end settled on a window can be carried over the rest.
     pub(super) fn learn_links(&mut self) {
         let calls = self.calls;
         let bins = calls.bins.count();
@@ -326,7 +328,8 @@ impl Assignment<'_> {
         };
         let mut start = vec![0.0; keys * bins];
         let mut end = vec![0.0; keys * bins];
-        for (k, &link) in self.chosen.iter().enumerate() {
+        let searched = &self.chosen[..self.scope.children as usize];
+        for (k, &link) in searched.iter().enumerate() {
             if link == NO_LINK {
                 continue;
             }
@@ -353,8 +356,7 @@ impl Assignment<'_> {
             }
         }
         self.fit = fit;
-        let (sum, n) = self
-            .chosen
+        let (sum, n) = searched
             .iter()
             .filter(|&&l| l != NO_LINK)
             .fold((0.0, 0.0), |(s, n), &l| {
@@ -367,7 +369,7 @@ impl Assignment<'_> {
         let mut histogram = vec![0.0; keys * width];
         let mut parents_of = vec![0.0; calls.callers];
         let mut seen = Vec::new();
-        for p in 0..self.score.len() {
+        for p in 0..self.scope.learned as usize {
             let a = calls.caller[p] as usize;
             parents_of[a] += 1.0;
             seen.clear();
@@ -398,12 +400,12 @@ impl Assignment<'_> {
         }
     }
 
-    /// Counts how many parents made each set of children.
+    /// Counts how many parents in scope made each set of children.
     pub(super) fn count_sets(&mut self) {
         let calls = self.calls;
         let mut made: HashMap<u64, (f64, usize)> = HashMap::new();
         let mut seen = self.kinds.borrow_mut();
-        for p in 0..self.score.len() {
+        for p in 0..self.scope.learned as usize {
             seen.clear();
             seen.extend(self.children.of(p as u32).map(|c| calls.kind[c as usize]));
             seen.sort_unstable();

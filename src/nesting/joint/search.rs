@@ -40,9 +40,63 @@ pub(super) enum Improvement {
     Split(u32, u32),
 }
 
+/// The calls a round of the search works on, a prefix of each list: on a node with
+/// more children than [`super::LEARN_WINDOW`], the starts are settled on the first
+/// window of them and only the end kept is carried over the rest
+/// ([`super::starts::extend`]), so the rounds that learn the model cost the window,
+/// not the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Scope {
+    /// Children `0..children` are searched.
+    pub(super) children: u32,
+    /// Parents `0..learned` are learned from: every child that could be theirs is
+    /// searched, so their sets are whole.
+    pub(super) learned: u32,
+    /// Parents `0..scored` are scored: every candidate of a searched child.
+    pub(super) scored: u32,
+}
+
+impl Scope {
+    /// Every call of the node.
+    pub(super) fn all(candidates: &Candidates, parents: usize) -> Scope {
+        let children = candidates.offsets.len().saturating_sub(1) as u32;
+        Scope {
+            children,
+            learned: parents as u32,
+            scored: parents as u32,
+        }
+    }
+
+    /// The first `window` children (all of them if there are no more), the parents
+    /// none of the others could have, and every candidate of the window's children.
+    pub(super) fn window(candidates: &Candidates, parents: usize, window: usize) -> Scope {
+        let all = Scope::all(candidates, parents);
+        if window >= all.children as usize {
+            return all;
+        }
+        let scored = (0..window)
+            .filter_map(|k| candidates.of(k).last())
+            .map(|&p| p + 1)
+            .max()
+            .unwrap_or(0);
+        let learned = (window..all.children as usize)
+            .filter_map(|k| candidates.of(k).first())
+            .copied()
+            .min()
+            .unwrap_or(parents as u32);
+        Scope {
+            children: window as u32,
+            learned,
+            scored: scored.max(learned),
+        }
+    }
+}
+
 pub(super) struct Assignment<'a> {
     pub(super) calls: &'a NodeCalls<'a>,
     pub(super) candidates: &'a Candidates,
+    /// What the rounds work on now.
+    pub(super) scope: Scope,
     /// Per child, the link to its parent, or [`NO_LINK`].
     pub(super) chosen: Vec<u32>,
     /// Per parent (index into `incoming`), its children in the order they left.
@@ -147,6 +201,7 @@ impl<'a> Assignment<'a> {
         Assignment {
             calls,
             candidates,
+            scope: Scope::all(candidates, parents),
             chosen,
             children,
             score: vec![0.0; parents],
@@ -210,11 +265,12 @@ impl<'a> Assignment<'a> {
             .map(|at| self.candidates.offsets[k as usize] + at as u32)
     }
 
-    /// Rescores every parent under a new model, which outdates every cached gain.
+    /// Rescores every parent in scope under a new model, which outdates every cached
+    /// gain.
     pub(super) fn rescore_all(&mut self) {
-        self.score = (0..self.score.len() as u32)
-            .map(|p| self.score_of(p, self.children.of(p)))
-            .collect();
+        for p in 0..self.scope.scored {
+            self.score[p as usize] = self.score_of(p, self.children.of(p));
+        }
         let now = self.tick();
         self.stamp.fill(now);
     }
@@ -545,12 +601,12 @@ impl<'a> Assignment<'a> {
         best.1.map_or((f64::NEG_INFINITY, 0), |mask| (best.0, mask))
     }
 
-    /// Moves, swaps and exchanges until none gains: every child once, then again each
-    /// child one of whose candidates gained or lost a child. Returns how many children
+    /// Moves, swaps and exchanges until none gains: every child in scope once, then
+    /// again each one one of whose candidates gained or lost a child. Returns how many children
     /// have another parent than before.
     pub(super) fn search(&mut self, seeds: Option<Vec<u32>>) -> usize {
         let before = self.chosen.clone();
-        let n = self.chosen.len();
+        let n = self.scope.children as usize;
         // Every child in order (or the seeds), then the ones queued again (a child not
         // reached yet is still queued, so it is never added twice).
         let mut queued = vec![seeds.is_none(); n];
@@ -648,7 +704,10 @@ impl<'a> Assignment<'a> {
             }
             self.rescore(&touched);
             for &p in &touched {
-                for &w in self.calls.watchers_of(p) {
+                let watchers = self.calls.watchers_of(p);
+                // Watchers are in the children's order: those in scope come first.
+                let in_scope = watchers.partition_point(|&w| (w as usize) < n);
+                for &w in &watchers[..in_scope] {
                     if !queued[w as usize] {
                         queued[w as usize] = true;
                         again.push_back(w);

@@ -5,7 +5,7 @@
 
 use super::calls::NodeCalls;
 use super::model::{per_time, SMOOTHING, UNIFORM};
-use super::search::Assignment;
+use super::search::{Assignment, Scope};
 use crate::nesting::call_pairs::CallPair;
 use crate::nesting::candidates::{outlives, Candidates};
 use crate::nesting::scoreboard::{log_densities, smooth_histograms, Bins};
@@ -138,16 +138,45 @@ pub(super) fn likeliest(shares: impl Iterator<Item = f64>) -> usize {
         .1
 }
 
-/// Hard EM from `initial` until it settles; `robust` learns each delay density from
-/// the delays that fit it best ([`LEFT_OUT`]).
+/// Hard EM from `initial` until it settles, on the calls in `scope`; `robust` learns
+/// each delay density from the delays that fit it best ([`LEFT_OUT`]).
 pub(super) fn settle<'a>(
     calls: &'a NodeCalls<'a>,
     candidates: &'a Candidates,
     initial: Vec<u32>,
     robust: bool,
+    scope: Scope,
 ) -> Assignment<'a> {
     let mut state = Assignment::new(calls, candidates, initial);
     state.robust = robust;
+    state.scope = scope;
+    rounds(&mut state);
+    state
+}
+
+/// Carries an end settled on a window of the node's children over all of them, by
+/// the same rounds of hard EM: the window's children start where the window settled,
+/// the others where their start put them, and the first model is learned from both.
+/// A start's rounds from scratch on every child, three starts of up to twelve rounds,
+/// were the cost of the default choice at real concurrency; carried over, one start
+/// runs them, and since a quarter or more of what the model first learns is already
+/// settled, it ends where settling everything ends (on the 40-client shop, 73.1% of
+/// 143,895 instances exactly right against 73.0%). Nothing to do for an end settled
+/// on everything. The end must have room for gains ([`Assignment::remember_gains`]).
+pub(super) fn extend(state: &mut Assignment, robust: bool) {
+    let all = Scope::all(state.candidates, state.score.len());
+    if state.scope == all {
+        return;
+    }
+    state.scope = all;
+    state.robust = robust;
+    // The window's sets go: the kinds are counted independently first, as from any start.
+    state.sets.clear();
+    rounds(state);
+}
+
+/// The rounds of hard EM: the kinds of children counted independently, then whole sets.
+fn rounds(state: &mut Assignment) {
     // Kinds counted independently first, whole sets after: learned from the greedy
     // start, whole sets would hold on to its odd ones, since undoing one takes two
     // moves at once. (Sets from the start: multi-tier at ×2 parallelism, 534 instances
@@ -168,12 +197,11 @@ pub(super) fn settle<'a>(
             };
             // A round that changed almost nothing barely moves the model: another would
             // cost a full pass for next to nothing.
-            if changed * SETTLED <= state.chosen.len() {
+            if changed * SETTLED <= state.scope.children as usize {
                 break;
             }
         }
     }
-    state
 }
 
 /// A first answer by soft EM over the per-link densities alone (the paper's scoreboard

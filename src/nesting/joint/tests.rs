@@ -560,3 +560,43 @@ fn children_of_one_kind_have_one_order() {
     let chances = chances_of_orders(&[(4, 5)], false);
     assert_eq!(chances, vec![1.0]);
 }
+
+/// The joint choice on `trace` with the starts settled on the first `window` calls out
+/// of each node.
+fn joint_with_window(trace: &Trace, window: usize) -> Nesting {
+    let options = NestOptions {
+        learn_window: window,
+        ..NestOptions::default()
+    };
+    nest(trace, &options).unwrap()
+}
+
+#[test]
+fn a_window_as_large_as_the_node_settles_every_start_on_everything() {
+    let trace = trace_from_str(&tangled_requests(400));
+    let whole = joint_with_window(&trace, usize::MAX);
+    let calls_out = whole.pairs.len();
+    let windowed = joint_with_window(&trace, calls_out);
+    assert_eq!(whole.parent, windowed.parent);
+    assert_eq!(whole.confidence, windowed.confidence);
+}
+
+#[test]
+fn an_end_carried_over_from_a_window_chooses_as_well_as_settling_everything() {
+    // Dense enough for all three starts; the window holds a sixth of B's calls out.
+    let trace = trace_from_str(&dense_two_steps(1500));
+    let whole = joint_with_window(&trace, usize::MAX);
+    let windowed = joint_with_window(&trace, 500);
+    let (whole_right, windowed_right) = (right(&trace, &whole), right(&trace, &windowed));
+    let moved = whole
+        .parent
+        .iter()
+        .zip(&windowed.parent)
+        .filter(|(a, b)| a != b)
+        .count();
+    assert!(moved > 0, "the window was not used");
+    assert!(
+        windowed_right >= whole_right - 0.01,
+        "windowed {windowed_right}, whole {whole_right}"
+    );
+}

@@ -100,7 +100,7 @@ impl<'a> NodeCalls<'a> {
         outgoing: &'a [u32],
         candidates: &Candidates,
         scale: NodeSettings,
-        operation: &dyn Fn(u32) -> OperationId,
+        operation: &(dyn Fn(u32) -> OperationId + Sync),
     ) -> Self {
         let bins = scale.bins;
         let dense = |kinds: &mut dyn Iterator<Item = (NodeId, OperationId)>| -> Vec<u32> {

@@ -81,6 +81,7 @@ mod families;
 mod likelihood;
 mod model;
 mod search;
+mod split;
 mod starts;
 #[cfg(test)]
 mod tests;
@@ -93,6 +94,7 @@ use crate::trace::Nanos;
 use calls::NodeCalls;
 use search::Assignment;
 use search::Scope;
+use split::{after_cut, middle_cut, start_after_cut};
 use starts::{extend, settle, soft_start};
 
 pub use starts::async_start;
@@ -106,7 +108,7 @@ const SOFT_FROM_PARALLELISM: f64 = 3.0;
 /// Above every node of the accuracy studies and the dev traces, whose answers are
 /// those of settling every start on everything; a quarter of the 40-client shop's app
 /// node in 60 s.
-pub const LEARN_WINDOW: usize = 1 << 15;
+pub const LEARN_WINDOW: usize = 1 << 14;
 /// ln-likelihood per child by which another start's end must beat the greedy start's
 /// to replace it: above the noise between two good ends (docs/tuning.md).
 const REPLACE_MARGIN: f64 = 0.05;
@@ -160,7 +162,7 @@ pub fn choose_jointly(
     scale: NodeSettings,
     start: Start,
     explain: Option<usize>,
-    operation: &dyn Fn(u32) -> crate::trace::OperationId,
+    operation: &(dyn Fn(u32) -> crate::trace::OperationId + Sync),
 ) -> JointChoice {
     let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale, operation);
     // The robust and soft starts run where children have several candidates each.
@@ -210,9 +212,9 @@ pub fn choose_jointly(
             Some(soft_start(&calls, candidates, &open, &initial))
                 .filter(|soft| *soft != initial)
                 .map(|soft| {
-                    let mut end = settle(&calls, candidates, soft, false, window);
+                    let mut end = settle(&calls, candidates, soft.clone(), false, window);
                     end.forget_gains();
-                    end
+                    (end, soft)
                 })
         },
     );
@@ -228,23 +230,73 @@ pub fn choose_jointly(
         drop(robust);
         (plain, false)
     };
-    if let Some(other) = soft {
+    let mut kept_start = initial;
+    if let Some((other, soft)) = soft {
         let gain = other.sequence_likelihood() - state.sequence_likelihood();
         if gain > margin {
-            (state, was_robust) = (other, false);
+            (state, was_robust, kept_start) = (other, false, soft);
         }
     }
     // (The ends not kept are gone by now: carrying the kept one over every child is
     // the peak of memory.)
     state.remember_gains();
-    if window != all {
-        extend(&mut state, was_robust);
+    if window == all {
+        return chosen(&state, candidates, explain);
+    }
+    let carried = |mut state: Assignment<'_>, scope: Scope, explain: Option<usize>| {
+        extend(&mut state, was_robust, scope);
         if was_robust {
             state = relearned(state);
             state.remember_gains();
         }
-    }
-    chosen(&state, candidates, explain)
+        chosen(&state, candidates, explain)
+    };
+    let Some(cut) = middle_cut(candidates, window.children as usize) else {
+        return carried(state, all, explain);
+    };
+    // The children before the cut carry the kept end over, those after it settle from
+    // the kept end's start as a node of their own, under a model of their own: both
+    // halves are as large as the trace allows and no step of one reaches the other.
+    let head = Scope::window(candidates, incoming.len(), cut.children);
+    let (mut before, after) = rayon::join(
+        || carried(state, head, explain.filter(|&k| k < cut.children)),
+        || {
+            let rest = after_cut(candidates, cut);
+            let mut calls = NodeCalls::new(
+                pairs,
+                &incoming[cut.parents as usize..],
+                &outgoing[cut.children..],
+                &rest,
+                scale,
+                operation,
+            );
+            calls.dense = true;
+            let start = start_after_cut(&kept_start, cut);
+            let all = Scope::all(&rest, incoming.len() - cut.parents as usize);
+            let mut end = settle(&calls, &rest, start, was_robust, all);
+            if was_robust {
+                end = relearned(end);
+                end.remember_gains();
+            }
+            chosen(
+                &end,
+                &rest,
+                explain.and_then(|k| k.checked_sub(cut.children)),
+            )
+        },
+    );
+    let shifted = |p: u32| if p == NO_PARENT { p } else { p + cut.parents };
+    before
+        .parents
+        .extend(after.parents.into_iter().map(shifted));
+    before.confidence.extend(after.confidence);
+    before.explained.extend(
+        after
+            .explained
+            .into_iter()
+            .map(|(p, loss)| (shifted(p), loss)),
+    );
+    before
 }
 
 /// `state` with its model learned again from all its delays and whole sets.
@@ -256,7 +308,8 @@ fn relearned(mut state: Assignment) -> Assignment {
     state
 }
 
-/// The parents `state` ended with, their confidences, and the explanation asked for.
+/// The parents the children in `state`'s scope ended with, their confidences, and the
+/// explanation asked for.
 fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -> JointChoice {
     let confidence = state.confidence();
     let explained = explain.map_or_else(Vec::new, |k| {
@@ -274,8 +327,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
             })
             .collect()
     });
-    let parents = state
-        .chosen
+    let parents = state.chosen[..state.scope.children as usize]
         .iter()
         .map(|&link| {
             if link == NO_LINK {

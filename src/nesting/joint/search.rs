@@ -722,9 +722,9 @@ impl<'a> Assignment<'a> {
             .count()
     }
 
-    /// Per child: 1 − e^(−margin) over the best single move away.
+    /// Per child in scope: 1 − e^(−margin) over the best single move away.
     pub(super) fn confidence(&self) -> Vec<f32> {
-        (0..self.chosen.len() as u32)
+        (0..self.scope.children)
             .map(|k| {
                 let current = self.chosen[k as usize];
                 let row = self.row(k);

@@ -154,7 +154,7 @@ pub(super) fn settle<'a>(
     state
 }
 
-/// Carries an end settled on a window of the node's children over all of them, by
+/// Carries an end settled on a window of the node's children over those in `scope`, by
 /// the same rounds of hard EM: the window's children start where the window settled,
 /// the others where their start put them, and the first model is learned from both.
 /// A start's rounds from scratch on every child, three starts of up to twelve rounds,
@@ -163,12 +163,11 @@ pub(super) fn settle<'a>(
 /// settled, it ends where settling everything ends (on the 40-client shop, 73.1% of
 /// 143,895 instances exactly right against 73.0%). Nothing to do for an end settled
 /// on everything. The end must have room for gains ([`Assignment::remember_gains`]).
-pub(super) fn extend(state: &mut Assignment, robust: bool) {
-    let all = Scope::all(state.candidates, state.score.len());
-    if state.scope == all {
+pub(super) fn extend(state: &mut Assignment, robust: bool, scope: Scope) {
+    if state.scope == scope {
         return;
     }
-    state.scope = all;
+    state.scope = scope;
     state.robust = robust;
     // The window's sets go: the kinds are counted independently first, as from any start.
     state.sets.clear();

@@ -133,10 +133,18 @@ fn all_or_none(requests: u32) -> String {
 /// answers in 60–80 ms; B answers 9–11 ms after D. (The multi-tier trace's web
 /// server, with AUTH as C and the application server as D.)
 fn dense_two_steps(requests: u32) -> String {
+    dense_two_steps_in_bursts(requests, requests)
+}
+
+/// [`dense_two_steps`], a second's pause after every `burst` requests.
+fn dense_two_steps_in_bursts(requests: u32, burst: u32) -> String {
     let mut uniform = uniform_numbers(2_024);
     let mut lines = Vec::new();
     let mut t = 0.0;
     for r in 0..requests {
+        if r > 0 && r % burst == 0 {
+            t += 1000.0;
+        }
         t += uniform(0.0, 8.0);
         let c = t + uniform(45.0, 55.0);
         let c_end = c + uniform(9.0, 11.0);
@@ -583,11 +591,24 @@ fn a_window_as_large_as_the_node_settles_every_start_on_everything() {
 
 #[test]
 fn an_end_carried_over_from_a_window_chooses_as_well_as_settling_everything() {
-    // Dense enough for all three starts; the window holds a sixth of B's calls out.
+    // Dense enough for all three starts; the window holds a sixth of B's calls out,
+    // and no instant after it is free of open requests: the end is carried over all.
     let trace = trace_from_str(&dense_two_steps(1500));
-    let whole = joint_with_window(&trace, usize::MAX);
-    let windowed = joint_with_window(&trace, 500);
-    let (whole_right, windowed_right) = (right(&trace, &whole), right(&trace, &windowed));
+    window_chooses_as_well_as_settling_everything(&trace, 500);
+}
+
+#[test]
+fn the_calls_after_a_quiet_instant_settle_apart_as_well_as_settling_everything() {
+    // Bursts of requests with pauses between: the kept end is carried over the calls
+    // before the pause nearest the middle, and those after it settle from its start.
+    let trace = trace_from_str(&dense_two_steps_in_bursts(2400, 600));
+    window_chooses_as_well_as_settling_everything(&trace, 500);
+}
+
+fn window_chooses_as_well_as_settling_everything(trace: &Trace, window: usize) {
+    let whole = joint_with_window(trace, usize::MAX);
+    let windowed = joint_with_window(trace, window);
+    let (whole_right, windowed_right) = (right(trace, &whole), right(trace, &windowed));
     let moved = whole
         .parent
         .iter()

@@ -94,7 +94,7 @@ use crate::trace::Nanos;
 use calls::NodeCalls;
 use search::Assignment;
 use search::Scope;
-use split::{after_cut, middle_cut, start_after_cut};
+use split::{after_cut, middle_cut, start_after_cut, Cut};
 use starts::{extend, settle, soft_start};
 
 pub use starts::async_start;
@@ -193,10 +193,27 @@ pub fn choose_jointly(
         }
     };
     let all = Scope::all(candidates, incoming.len());
+    let node = Node {
+        pairs,
+        incoming,
+        outgoing,
+        candidates,
+        scale,
+        operation,
+    };
     if !calls.dense {
-        // One start: a window would only add its rounds to those over every child.
-        let state = settle(&calls, candidates, initial, false, all);
-        return chosen(&state, candidates, explain);
+        // One start, settled in two halves on two cores where a quiet instant leaves a
+        // window's worth of children on each side.
+        let Some(cut) = middle_cut(candidates, scale.learn_window) else {
+            let state = settle(&calls, candidates, initial, false, all);
+            return chosen(&state, candidates, explain);
+        };
+        let head = Scope::window(candidates, incoming.len(), cut.children);
+        let first = |explain| {
+            let state = settle(&calls, candidates, initial.clone(), false, head);
+            chosen(&state, candidates, explain)
+        };
+        return node.in_two(cut, first, (&initial, false, false), explain);
     }
     let window = Scope::window(candidates, incoming.len(), scale.learn_window);
     // The three starts are independent: on two cores, a trace whose time goes to one
@@ -255,48 +272,76 @@ pub fn choose_jointly(
         return carried(state, all, explain);
     };
     // The children before the cut carry the kept end over, those after it settle from
-    // the kept end's start as a node of their own, under a model of their own: both
-    // halves are as large as the trace allows and no step of one reaches the other.
+    // the kept end's start: both halves are as large as the trace allows and no step
+    // of one reaches the other.
     let head = Scope::window(candidates, incoming.len(), cut.children);
-    let (mut before, after) = rayon::join(
-        || carried(state, head, explain.filter(|&k| k < cut.children)),
-        || {
-            let rest = after_cut(candidates, cut);
-            let mut calls = NodeCalls::new(
-                pairs,
-                &incoming[cut.parents as usize..],
-                &outgoing[cut.children..],
-                &rest,
-                scale,
-                operation,
-            );
-            calls.dense = true;
-            let start = start_after_cut(&kept_start, cut);
-            let all = Scope::all(&rest, incoming.len() - cut.parents as usize);
-            let mut end = settle(&calls, &rest, start, was_robust, all);
-            if was_robust {
-                end = relearned(end);
-                end.remember_gains();
-            }
-            chosen(
-                &end,
-                &rest,
-                explain.and_then(|k| k.checked_sub(cut.children)),
-            )
-        },
-    );
-    let shifted = |p: u32| if p == NO_PARENT { p } else { p + cut.parents };
-    before
-        .parents
-        .extend(after.parents.into_iter().map(shifted));
-    before.confidence.extend(after.confidence);
-    before.explained.extend(
-        after
-            .explained
-            .into_iter()
-            .map(|(p, loss)| (shifted(p), loss)),
-    );
-    before
+    let first = |explain| carried(state, head, explain);
+    node.in_two(cut, first, (&kept_start, was_robust, true), explain)
+}
+
+/// One node's calls and what the joint choice reads of them, for settling part of them
+/// as a node of their own.
+struct Node<'a> {
+    pairs: &'a [CallPair],
+    incoming: &'a [u32],
+    outgoing: &'a [u32],
+    candidates: &'a Candidates,
+    scale: NodeSettings,
+    operation: &'a (dyn Fn(u32) -> crate::trace::OperationId + Sync),
+}
+
+impl Node<'_> {
+    /// The choice for the children before `cut` by `first` (given the child to explain
+    /// among them), and for those after it settled at the same time as a node of their
+    /// own, under a model of their own, from `start` (with the start's robustness and
+    /// whether the node is dense), side by side.
+    fn in_two(
+        &self,
+        cut: Cut,
+        first: impl FnOnce(Option<usize>) -> JointChoice + Send,
+        (start, robust, dense): (&[u32], bool, bool),
+        explain: Option<usize>,
+    ) -> JointChoice {
+        let (mut before, after) = rayon::join(
+            || first(explain.filter(|&k| k < cut.children)),
+            || {
+                let rest = after_cut(self.candidates, cut);
+                let mut calls = NodeCalls::new(
+                    self.pairs,
+                    &self.incoming[cut.parents as usize..],
+                    &self.outgoing[cut.children..],
+                    &rest,
+                    self.scale,
+                    self.operation,
+                );
+                calls.dense = dense;
+                let start = start_after_cut(start, cut);
+                let all = Scope::all(&rest, self.incoming.len() - cut.parents as usize);
+                let mut end = settle(&calls, &rest, start, robust, all);
+                if robust {
+                    end = relearned(end);
+                    end.remember_gains();
+                }
+                chosen(
+                    &end,
+                    &rest,
+                    explain.and_then(|k| k.checked_sub(cut.children)),
+                )
+            },
+        );
+        let shifted = |p: u32| if p == NO_PARENT { p } else { p + cut.parents };
+        before
+            .parents
+            .extend(after.parents.into_iter().map(shifted));
+        before.confidence.extend(after.confidence);
+        before.explained.extend(
+            after
+                .explained
+                .into_iter()
+                .map(|(p, loss)| (shifted(p), loss)),
+        );
+        before
+    }
 }
 
 /// `state` with its model learned again from all its delays and whole sets.

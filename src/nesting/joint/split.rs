@@ -14,10 +14,10 @@ pub(super) struct Cut {
     pub(super) parents: u32,
 }
 
-/// The cut nearest the middle of the children that leaves at least `from` of them
-/// before it and some child with a candidate after it; none where every instant past
-/// `from` has a call open across it.
-pub(super) fn middle_cut(candidates: &Candidates, from: usize) -> Option<Cut> {
+/// The cut nearest the middle of the children that leaves at least `least` of them on
+/// each side, some with a candidate after it; none where every instant between has a
+/// call open across it.
+pub(super) fn middle_cut(candidates: &Candidates, least: usize) -> Option<Cut> {
     let n = candidates.offsets.len().saturating_sub(1);
     // Per position, the earliest candidate of any child at or after it.
     let mut after = vec![u32::MAX; n + 1];
@@ -25,12 +25,16 @@ pub(super) fn middle_cut(candidates: &Candidates, from: usize) -> Option<Cut> {
         let first = candidates.of(k).first().copied().unwrap_or(u32::MAX);
         after[k] = after[k + 1].min(first);
     }
-    let target = from.max(n / 2);
+    let least = least.max(1);
+    if n < 2 * least {
+        return None;
+    }
+    let target = n / 2;
     // One past the latest candidate of any child before the position.
     let mut before = 0u32;
     let mut best: Option<Cut> = None;
     for (m, &first_after) in after[..n].iter().enumerate() {
-        if m >= from.max(1) && first_after != u32::MAX && before <= first_after {
+        if m >= least && n - m >= least && first_after != u32::MAX && before <= first_after {
             let cut = Cut {
                 children: m,
                 parents: first_after,
@@ -127,8 +131,11 @@ mod tests {
     fn no_cut_where_a_call_is_open_across_every_instant() {
         let candidates = rows(&[&[0], &[0, 1], &[1, 2], &[2, 3], &[3]]);
         assert_eq!(middle_cut(&candidates, 1), None);
-        // Nor before the window's end.
         let candidates = rows(&[&[0], &[1], &[1, 2], &[2]]);
+        assert_eq!(middle_cut(&candidates, 2), None);
+        // Nor where the quiet instants leave fewer than `least` children on a side.
+        let candidates = rows(&[&[0], &[1], &[1], &[1], &[2]]);
+        assert_eq!(middle_cut(&candidates, 1).map(|c| c.children), Some(1));
         assert_eq!(middle_cut(&candidates, 2), None);
     }
 }

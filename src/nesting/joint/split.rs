@@ -26,7 +26,7 @@ pub(super) fn middle_cut(candidates: &Candidates, least: usize) -> Option<Cut> {
         after[k] = after[k + 1].min(first);
     }
     let least = least.max(1);
-    if n < 2 * least {
+    if n / 2 < least {
         return None;
     }
     let target = n / 2;

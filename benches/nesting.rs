@@ -8,9 +8,13 @@
 //!
 //! A third group, `nesting_shop`, times what issue 25 found slow: the 5-tier shop of
 //! `traces/configs/shop.toml` with 10 and 40 concurrent clients (per-node parallelism
-//! about 1.7 and 4), both parent choices, 100,000 messages each. `cargo run --release
-//! --example performance` measures the same end to end at 1 M messages and up, by
-//! concurrency and by length, into `docs/performance.md`.
+//! about 1.7 and 4), both parent choices, 400,000 messages each: app then has about
+//! 85,000 calls out, past the joint choice's window, so the window and the two halves
+//! are what is timed. A fourth, `nesting_length`, times the joint choice on multi-tier
+//! at its own parallelism from 250,000 to 2 M messages: the same throughput at every
+//! length is the linear cost. `cargo run --release --example performance` measures the
+//! same end to end at 1 M messages and up, by concurrency and by length, into
+//! `docs/performance.md`.
 //!
 //! `cargo bench --bench nesting` — throughput is reported in messages per second.
 
@@ -101,7 +105,7 @@ fn bench_shop(c: &mut Criterion) {
     for (clients, factor) in [(10, 0.25), (40, 1.0)] {
         let trace = Generation {
             parallel: factor,
-            ..Generation::messages("shop", 100_000)
+            ..Generation::messages("shop", 400_000)
         }
         .trace();
         group.throughput(Throughput::Elements(trace.messages.len() as u64));
@@ -124,5 +128,21 @@ fn bench_shop(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_dense, bench_shop);
+fn bench_length(c: &mut Criterion) {
+    let mut group = c.benchmark_group("nesting_length");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30));
+    let options = NestOptions::default();
+    for messages in [250_000, 500_000, 1_000_000, 2_000_000] {
+        let trace = Generation::messages("multitier", messages).trace();
+        group.throughput(Throughput::Elements(trace.messages.len() as u64));
+        group.bench_function(format!("joint_{}k", messages / 1000), |b| {
+            b.iter(|| nest(&trace, &options).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_dense, bench_shop, bench_length);
 criterion_main!(benches);

@@ -387,7 +387,7 @@ fn main() {
     let _ = writeln!(md, "## Where the time goes\n");
     let _ = writeln!(
         md,
-        "[A flame graph](performance/flame-shop40.svg) of `blackbox nest` on the 40-client shop (60 s, 287 k messages), made with `perf record -F 300 --call-graph dwarf` and `inferno-flamegraph` (see the README's developer section). Nearly all the time is the joint choice's hard-EM search at the app node: three starts, each up to twelve rounds that look at every child again after the model is learned again.\n"
+        "Two flame graphs of `blackbox nest` on the 40-client shop (60 s, 287 k messages, 60 k calls out of app), made with `perf record -F 300 --call-graph dwarf` and `inferno-flamegraph` (see the README's developer section): [before](performance/flame-shop40-before.svg), at `52aba02`, where three starts each ran up to twelve rounds over every call out of app on two cores; and [after](performance/flame-shop40-after.svg), at `518e1bc`, where the starts are settled on the first 16,384 calls out of app only, and the end kept is carried over the calls before the quiet instant nearest the middle while those after it settle from its start on the other core. Nearly all the time is still the hard-EM search: each round looks at every call out of app again after the model is learned again, weighing moves, swaps, exchanges and sharings-out of two parents' children (the last about a third), each by scoring whole parents' sequences.\n"
     );
     std::fs::write(root().join("docs/performance.md"), md).expect("docs/performance.md");
     eprintln!(

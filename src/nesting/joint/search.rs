@@ -54,6 +54,8 @@ pub(super) struct Scope {
     pub(super) learned: u32,
     /// Parents `0..scored` are scored: every candidate of a searched child.
     pub(super) scored: u32,
+    /// The links of the children searched: `0..links`.
+    pub(super) links: u32,
 }
 
 impl Scope {
@@ -64,7 +66,15 @@ impl Scope {
             children,
             learned: parents as u32,
             scored: parents as u32,
+            links: candidates.parents.len() as u32,
         }
+    }
+
+    /// How many links and children in scope have gains remembered: the links of the
+    /// children searched, and those children. (Three starts settled on a window at once
+    /// would otherwise each hold about 28 bytes per link of the whole node.)
+    pub(super) fn gains(&self) -> (usize, usize) {
+        (self.links as usize, self.children as usize)
     }
 
     /// The first `window` children (all of them if there are no more), the parents
@@ -88,6 +98,7 @@ impl Scope {
             children: window as u32,
             learned,
             scored: scored.max(learned),
+            links: candidates.offsets[window],
         }
     }
 }
@@ -176,11 +187,14 @@ impl PairGain {
 }
 
 impl<'a> Assignment<'a> {
+    /// The assignment `initial` of a node's children, searched on `scope`.
     pub(super) fn new(
         calls: &'a NodeCalls<'a>,
         candidates: &'a Candidates,
         initial: Vec<u32>,
+        scope: Scope,
     ) -> Self {
+        let (links, searched) = scope.gains();
         let parents = calls.incoming.len();
         let mut children = Families::new(parents, initial.len());
         let chosen: Vec<u32> = initial
@@ -201,7 +215,7 @@ impl<'a> Assignment<'a> {
         Assignment {
             calls,
             candidates,
-            scope: Scope::all(candidates, parents),
+            scope,
             chosen,
             children,
             score: vec![0.0; parents],
@@ -219,11 +233,11 @@ impl<'a> Assignment<'a> {
             open: RefCell::new(Vec::new()),
             stamp: vec![0; parents],
             clock: 0,
-            joined: vec![Cell::new(0.0); candidates.parents.len()],
-            joined_at: vec![Cell::new(STALE); candidates.parents.len()],
-            left: vec![Cell::new(0.0); initial.len()],
-            left_at: vec![Cell::new(STALE); initial.len()],
-            settled_at: vec![STALE; initial.len()],
+            joined: vec![Cell::new(0.0); links],
+            joined_at: vec![Cell::new(STALE); links],
+            left: vec![Cell::new(0.0); searched],
+            left_at: vec![Cell::new(STALE); searched],
+            settled_at: vec![STALE; searched],
             exchanges: RefCell::new(Vec::new()),
             splits: RefCell::new(Vec::new()),
         }
@@ -242,9 +256,10 @@ impl<'a> Assignment<'a> {
         self.splits = RefCell::new(Vec::new());
     }
 
-    /// Room for gains again, none of them known, after [`Self::forget_gains`].
+    /// Room for the gains of the calls in scope, none of them known, after
+    /// [`Self::forget_gains`] or a change of scope.
     pub(super) fn remember_gains(&mut self) {
-        let (links, children) = (self.candidates.parents.len(), self.chosen.len());
+        let (links, children) = self.scope.gains();
         self.joined = vec![Cell::new(0.0); links];
         self.joined_at = vec![Cell::new(STALE); links];
         self.left = vec![Cell::new(0.0); children];

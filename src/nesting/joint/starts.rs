@@ -147,9 +147,8 @@ pub(super) fn settle<'a>(
     robust: bool,
     scope: Scope,
 ) -> Assignment<'a> {
-    let mut state = Assignment::new(calls, candidates, initial);
+    let mut state = Assignment::new(calls, candidates, initial, scope);
     state.robust = robust;
-    state.scope = scope;
     rounds(&mut state);
     state
 }
@@ -162,12 +161,13 @@ pub(super) fn settle<'a>(
 /// runs them, and since a quarter or more of what the model first learns is already
 /// settled, it ends where settling everything ends (on the 40-client shop, 73.1% of
 /// 143,895 instances exactly right against 73.0%). Nothing to do for an end settled
-/// on everything. The end must have room for gains ([`Assignment::remember_gains`]).
+/// on everything.
 pub(super) fn extend(state: &mut Assignment, robust: bool, scope: Scope) {
     if state.scope == scope {
         return;
     }
     state.scope = scope;
+    state.remember_gains();
     state.robust = robust;
     // The window's sets go: the kinds are counted independently first, as from any start.
     state.sets.clear();

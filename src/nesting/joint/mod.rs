@@ -69,11 +69,21 @@
 //! counted independently, then with whole sets. Every step rescores only the two
 //! parents it touches, so the work stays linear in the trace.
 //!
+//! A round looks at every child again, and a start needs up to twelve, so on a node
+//! with many children three starts from scratch were the cost of the default choice
+//! at real concurrency. There the starts are settled and compared on the first
+//! [`LEARN_WINDOW`] children only, and the end kept is carried over the rest by the
+//! same rounds, its window's children where they settled and the others where its
+//! start put them. Where an instant with no call open across it leaves a window's
+//! worth of children on each side, the children after it settle from the kept end's
+//! start as a node of their own, on the other core.
+//!
 //! The rooms: `calls` holds one node's calls as arrays and walks a parent's sequence
 //! of actions; `model` learns the densities, the chain and the sets from an
 //! assignment; `likelihood` scores a parent's children under them; `families`
 //! keeps each parent's children as threaded lists; `search` improves an assignment
-//! step by step; `starts` makes the starts and settles each by hard EM. This file
+//! step by step; `starts` makes the starts, settles each by hard EM and carries an end
+//! over a larger scope; `split` finds where a node's calls fall in two. This file
 //! chooses among the ends.
 
 mod calls;
@@ -104,10 +114,11 @@ pub use starts::async_start;
 const SOFT_FROM_PARALLELISM: f64 = 3.0;
 /// Calls out of one node on which the three starts are settled and compared, when it
 /// has more: the end kept is then carried over the rest by the same rounds of hard EM
-/// (see [`starts::extend`]), so that only one start's rounds cost the whole trace.
-/// Above every node of the accuracy studies and the dev traces, whose answers are
-/// those of settling every start on everything; a quarter of the 40-client shop's app
-/// node in 60 s.
+/// (`starts::extend`), so that only one start's rounds cost the whole trace.
+/// Above every node of the dev traces and of the accuracy studies but top-N's
+/// 200 k-message trace, whose answers are those of settling every start on everything;
+/// a quarter of the 40-client shop's app node in 60 s. (At twice this, the 40-client
+/// shop's 1 M messages took 5.8 s against 4.7 s, to as many right answers.)
 pub const LEARN_WINDOW: usize = 1 << 14;
 /// ln-likelihood per child by which another start's end must beat the greedy start's
 /// to replace it: above the noise between two good ends (docs/tuning.md).
@@ -256,8 +267,8 @@ pub fn choose_jointly(
     }
     // (The ends not kept are gone by now: carrying the kept one over every child is
     // the peak of memory.)
-    state.remember_gains();
     if window == all {
+        state.remember_gains();
         return chosen(&state, candidates, explain);
     }
     let carried = |mut state: Assignment<'_>, scope: Scope, explain: Option<usize>| {

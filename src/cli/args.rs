@@ -531,10 +531,11 @@ pub(super) struct AlgorithmArgs {
     #[arg(long, value_name = "DURATION", default_value = "7200s", value_parser = duration)]
     pub(super) bin_ceiling: Nanos,
 
-    /// With the joint choice, settle its starts on the first N calls out of each node and
-    /// carry the likeliest end over the rest (learning the model from all of them), rather
-    /// than settle every start on every call: the same answers on nodes with no more than
-    /// N calls out, faster on larger ones. 0 settles every start on every call.
+    /// With the joint choice, settle its three starts on the first N calls out of each node
+    /// and carry the end kept over the rest (learning the model again from all of them), and
+    /// where an instant with no call open across it leaves N calls out on each side, settle
+    /// those after it on the other core: the same answers on nodes with no more than N calls
+    /// out, and several times faster on large busy ones. 0 settles every start on every call.
     #[arg(long, value_name = "N", default_value_t = blackbox::nesting::joint::LEARN_WINDOW)]
     pub(super) learn_window: usize,
 }

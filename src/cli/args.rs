@@ -535,7 +535,7 @@ pub(super) struct AlgorithmArgs {
     /// and carry the end kept over the rest (learning the model again from all of them), and
     /// where an instant with no call open across it leaves N calls out on each side, settle
     /// those after it on the other core: the same answers on nodes with no more than N calls
-    /// out, and several times faster on large busy ones. 0 settles every start on every call.
+    /// out, and up to three times faster on large busy ones. 0 settles every start on every call.
     #[arg(long, value_name = "N", default_value_t = blackbox::nesting::joint::LEARN_WINDOW)]
     pub(super) learn_window: usize,
 }

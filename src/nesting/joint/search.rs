@@ -617,8 +617,8 @@ impl<'a> Assignment<'a> {
     }
 
     /// Moves, swaps and exchanges until none gains: every child in scope once, then
-    /// again each one one of whose candidates gained or lost a child. Returns how many children
-    /// have another parent than before.
+    /// again each child in scope one of whose candidates gained or lost a child. Returns
+    /// how many children have another parent than before.
     pub(super) fn search(&mut self, seeds: Option<Vec<u32>>) -> usize {
         let before = self.chosen.clone();
         let n = self.scope.children as usize;

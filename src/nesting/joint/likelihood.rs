@@ -85,8 +85,8 @@ impl OrderGivenSet {
 impl Assignment<'_> {
     /// ln-likelihood of every parent's sequence and set of children under the model
     /// the assignment learned (the parents and children in scope), by which the ends of
-    /// two starts are compared: the whole
-    /// likelihood but the per-link densities, which the soft start was fitted to alone,
+    /// two starts are compared: the whole likelihood but the per-link densities, which
+    /// the soft start was fitted to alone,
     /// with the order of each parent's actions scored given its set of children
     /// ([`OrderGivenSet`]). Scored as the search scores it, a start that piles children
     /// onto a few parents wins by the Markov chain's stops: on penalty-breaker at ×8

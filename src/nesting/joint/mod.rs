@@ -219,7 +219,7 @@ pub fn choose_jointly(
             let state = settle(&calls, candidates, initial, false, all);
             return chosen(&state, candidates, explain);
         };
-        let head = Scope::window(candidates, incoming.len(), cut.children);
+        let head = Scope::before(candidates, cut);
         let first = |explain| {
             let state = settle(&calls, candidates, initial.clone(), false, head);
             chosen(&state, candidates, explain)
@@ -273,11 +273,7 @@ pub fn choose_jointly(
     }
     let carried = |mut state: Assignment<'_>, scope: Scope, explain: Option<usize>| {
         extend(&mut state, was_robust, scope);
-        if was_robust {
-            state = relearned(state);
-            state.remember_gains();
-        }
-        chosen(&state, candidates, explain)
+        chosen(&settled(state, was_robust), candidates, explain)
     };
     let Some(cut) = middle_cut(candidates, window.children as usize) else {
         return carried(state, all, explain);
@@ -285,7 +281,7 @@ pub fn choose_jointly(
     // The children before the cut carry the kept end over, those after it settle from
     // the kept end's start: both halves are as large as the trace allows and no step
     // of one reaches the other.
-    let head = Scope::window(candidates, incoming.len(), cut.children);
+    let head = Scope::before(candidates, cut);
     let first = |explain| carried(state, head, explain);
     node.in_two(cut, first, (&kept_start, was_robust, true), explain)
 }
@@ -328,13 +324,9 @@ impl Node<'_> {
                 calls.dense = dense;
                 let start = start_after_cut(start, cut);
                 let all = Scope::all(&rest, self.incoming.len() - cut.parents as usize);
-                let mut end = settle(&calls, &rest, start, robust, all);
-                if robust {
-                    end = relearned(end);
-                    end.remember_gains();
-                }
+                let end = settle(&calls, &rest, start, robust, all);
                 chosen(
-                    &end,
+                    &settled(end, robust),
                     &rest,
                     explain.and_then(|k| k.checked_sub(cut.children)),
                 )
@@ -353,6 +345,17 @@ impl Node<'_> {
         );
         before
     }
+}
+
+/// A settled end ready to choose from: where it was robust, its model learned again
+/// from all its delays, as the ends are compared, with room for gains again.
+fn settled(state: Assignment, robust: bool) -> Assignment {
+    if !robust {
+        return state;
+    }
+    let mut state = relearned(state);
+    state.remember_gains();
+    state
 }
 
 /// `state` with its model learned again from all its delays and whole sets.

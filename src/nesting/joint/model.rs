@@ -315,8 +315,8 @@ impl Assignment<'_> {
 
     /// Learns the per-link start-delay and return-gap densities per (A, C) from the
     /// children in scope and the distribution of how many children of kind C a parent
-    /// called by A makes from the parents in scope; the fits of every link, so that an
-    /// end settled on a window can be carried over the rest.
+    /// called by A makes from the parents in scope, and the fits of the links of the
+    /// children in reach.
     pub(super) fn learn_links(&mut self) {
         let calls = self.calls;
         let bins = calls.bins.count();
@@ -348,7 +348,7 @@ impl Assignment<'_> {
         }
         let mut fit = std::mem::take(&mut self.fit);
         fit.clear();
-        for k in 0..self.chosen.len() as u32 {
+        for k in 0..self.scope.reach {
             for link in self.row(k) {
                 let [at, gap] = calls.link_bins[link as usize];
                 let key = key_of(k as usize, link);

@@ -7,6 +7,7 @@
 use super::calls::NodeCalls;
 use super::families::{edited, Children, Families};
 use super::model::Model;
+use super::split::Cut;
 use super::{Reweighing, NO_CHILD, NO_LINK, STALE};
 use crate::nesting::candidates::Candidates;
 use crate::nesting::parents::NO_PARENT;
@@ -56,6 +57,10 @@ pub(super) struct Scope {
     pub(super) scored: u32,
     /// The links of the children searched: `0..links`.
     pub(super) links: u32,
+    /// Children `0..reach` have a candidate among the parents scored: a step of a
+    /// searched child may move them or read their links' fits, so only theirs are
+    /// learned.
+    pub(super) reach: u32,
 }
 
 impl Scope {
@@ -67,6 +72,18 @@ impl Scope {
             learned: parents as u32,
             scored: parents as u32,
             links: candidates.parents.len() as u32,
+            reach: children,
+        }
+    }
+
+    /// The children and parents before `cut`, whose candidates no other child shares.
+    pub(super) fn before(candidates: &Candidates, cut: Cut) -> Scope {
+        Scope {
+            children: cut.children as u32,
+            learned: cut.parents,
+            scored: cut.parents,
+            links: candidates.offsets[cut.children],
+            reach: cut.children as u32,
         }
     }
 
@@ -89,16 +106,24 @@ impl Scope {
             .map(|&p| p + 1)
             .max()
             .unwrap_or(0);
-        let learned = (window..all.children as usize)
-            .filter_map(|k| candidates.of(k).first())
-            .copied()
+        let first = |k: usize| candidates.of(k).first().copied();
+        let later = window..all.children as usize;
+        let learned = later
+            .clone()
+            .filter_map(first)
             .min()
             .unwrap_or(parents as u32);
+        let scored = scored.max(learned);
+        let reach = later
+            .rev()
+            .find(|&k| first(k).is_some_and(|p| p < scored))
+            .map_or(window, |k| k + 1) as u32;
         Scope {
             children: window as u32,
             learned,
-            scored: scored.max(learned),
+            scored,
             links: candidates.offsets[window],
+            reach,
         }
     }
 }

@@ -201,15 +201,8 @@ fn weighing_again_only_what_changed_chooses_as_weighing_everything_again() {
         "{}",
         narrow.stats.mean_parallelism
     );
-    let differ = |a: &[u32], b: &[u32]| a.iter().zip(b).filter(|(x, y)| x != y).count();
     assert_eq!(differ(&narrow.parent, &every.parent), 0);
-    let confidence_differs = narrow
-        .confidence
-        .iter()
-        .zip(&every.confidence)
-        .filter(|(x, y)| x != y)
-        .count();
-    assert_eq!(confidence_differs, 0);
+    assert_eq!(differ(&narrow.confidence, &every.confidence), 0);
 }
 
 #[test]
@@ -257,6 +250,11 @@ fn a_sequential_call_is_placed_by_its_siblings_return() {
         joint_right >= 0.95 && joint_right > paper_right + 0.1,
         "joint {joint_right}, paper {paper_right}"
     );
+}
+
+/// How many places two choices differ in.
+fn differ<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).filter(|(x, y)| x != y).count()
 }
 
 /// Fraction of the C and D calls given the request they belong to.
@@ -609,13 +607,10 @@ fn window_chooses_as_well_as_settling_everything(trace: &Trace, window: usize) {
     let whole = joint_with_window(trace, usize::MAX);
     let windowed = joint_with_window(trace, window);
     let (whole_right, windowed_right) = (right(trace, &whole), right(trace, &windowed));
-    let moved = whole
-        .parent
-        .iter()
-        .zip(&windowed.parent)
-        .filter(|(a, b)| a != b)
-        .count();
-    assert!(moved > 0, "the window was not used");
+    assert!(
+        differ(&whole.parent, &windowed.parent) > 0,
+        "the window was not used"
+    );
     assert!(
         windowed_right >= whole_right - 0.01,
         "windowed {windowed_right}, whole {whole_right}"

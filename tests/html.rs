@@ -1,12 +1,13 @@
 //! `--html`: the page is self-contained and escapes what it shows, and it renders in a
 //! real browser: headless Chromium loads it, the script runs without a console message
-//! or an error, sorting by a column works, and a screenshot is saved. Chromium is
-//! installed by `tests/browser/install-chromium` when it is missing.
+//! or an error, sorting by a column works, and a screenshot is saved. The browser tests
+//! need a Chromium (`.ci/run` installs one; see `support::needs`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command as Process;
+use std::process::{Command as Process, ExitCode};
 
 mod support;
+use support::needs::{self, run};
 use support::{blackbox, shop_captures};
 
 /// The rows of the page's (first) table.
@@ -41,7 +42,6 @@ fn assert_self_contained(html: &str) {
     }
 }
 
-#[test]
 fn the_nesting_page_is_self_contained_and_shows_every_shown_pattern() {
     let dir = tempfile::tempdir().unwrap();
     let page = html_of(dir.path(), "nest", &shop_captures());
@@ -81,7 +81,6 @@ fn the_nesting_page_is_self_contained_and_shows_every_shown_pattern() {
     assert!(html.contains("<section id=\"alignment\">"));
 }
 
-#[test]
 fn names_on_the_page_are_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("evil.trace");
@@ -96,7 +95,6 @@ fn names_on_the_page_are_escaped() {
     assert!(html.contains("&lt;script&gt;alert&#39;x&#39;&lt;/script&gt;-&gt;b&amp;c(d&quot;e)"));
 }
 
-#[test]
 fn the_convolution_page_draws_each_path_with_its_delay_spikes() {
     let dir = tempfile::tempdir().unwrap();
     let page = html_of(
@@ -112,37 +110,9 @@ fn the_convolution_page_draws_each_path_with_its_delay_spikes() {
     assert!(html.contains("20.02 ms × "), "no delay spike label");
 }
 
-/// A Chromium to drive: `BLACKBOX_CHROMIUM`, or one on the PATH, installed by the test
-/// script when missing. `None` only outside CI, where the test then says it skipped.
-fn chromium() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("BLACKBOX_CHROMIUM") {
-        return Some(PathBuf::from(path));
-    }
-    let find = || {
-        ["chromium", "chromium-browser", "google-chrome"]
-            .iter()
-            .find(|name| {
-                Process::new("sh")
-                    .args(["-c", &format!("command -v {name}")])
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            })
-            .map(PathBuf::from)
-    };
-    if let Some(found) = find() {
-        return Some(found);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/install-chromium");
-    let _ = Process::new("bash").arg(script).status();
-    let found = find();
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs Chromium for the browser test and tests/browser/install-chromium could not install it"
-        );
-        eprintln!("skipping the browser test: no Chromium (see tests/browser/install-chromium)");
-    }
-    found
+/// The Chromium the harness found (the test is only run when there is one).
+fn chromium() -> PathBuf {
+    needs::chromium().expect("the harness runs this test only with a Chromium")
 }
 
 /// Loads `page` (with `fragment`) in headless Chromium; returns the DOM after the
@@ -199,9 +169,8 @@ fn assert_rendered_cleanly(dom: &str, log: &str) {
     assert!(console.is_empty(), "console messages: {console:?}");
 }
 
-#[test]
 fn the_report_renders_in_headless_chromium_and_sorts_by_mean_latency() {
-    let Some(browser) = chromium() else { return };
+    let browser = chromium();
     let dir = tempfile::tempdir().unwrap();
     let page = html_of(dir.path(), "nest", &shop_captures());
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nest-report.png");
@@ -228,9 +197,8 @@ fn the_report_renders_in_headless_chromium_and_sorts_by_mean_latency() {
     eprintln!("screenshot: {}", screenshot.display());
 }
 
-#[test]
 fn the_convolution_report_renders_in_headless_chromium() {
-    let Some(browser) = chromium() else { return };
+    let browser = chromium();
     let dir = tempfile::tempdir().unwrap();
     let page = html_of(
         dir.path(),
@@ -243,7 +211,6 @@ fn the_convolution_report_renders_in_headless_chromium() {
     assert!(dom.contains("<svg class=\"chain\""));
 }
 
-#[test]
 fn the_nesting_page_shows_each_nodes_operations_and_error_rate() {
     let dir = tempfile::tempdir().unwrap();
     let page = html_of(dir.path(), "nest", &support::captures_in("grpc"));
@@ -259,4 +226,15 @@ fn the_nesting_page_shows_each_nodes_operations_and_error_rate() {
     ] {
         assert!(html.contains(shown), "{shown} is not on the page");
     }
+}
+
+fn main() -> ExitCode {
+    run(checks![
+        the_nesting_page_is_self_contained_and_shows_every_shown_pattern,
+        names_on_the_page_are_escaped,
+        the_convolution_page_draws_each_path_with_its_delay_spikes,
+        the_report_renders_in_headless_chromium_and_sorts_by_mean_latency needs Chromium,
+        the_convolution_report_renders_in_headless_chromium needs Chromium,
+        the_nesting_page_shows_each_nodes_operations_and_error_rate,
+    ])
 }

@@ -1,10 +1,13 @@
-//! `--svg DIR`: the dot graphs of nest and convolve drawn as SVG by Graphviz's `dot`, or,
-//! without Graphviz, the dot files and a note saying how to install it.
+//! `--svg DIR`: the dot graphs of nest and convolve drawn as SVG by Graphviz's `dot` (a
+//! test that needs Graphviz), or, without it, the dot files and a note saying how to
+//! install it.
 
 mod support;
 
 use std::path::Path;
+use std::process::ExitCode;
 use support::blackbox;
+use support::needs::run;
 
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -15,14 +18,6 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
-fn graphviz_installed() -> bool {
-    std::process::Command::new("dot")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-#[test]
 fn nest_and_convolve_draw_their_graphs_as_svg_beside_the_dot_files() {
     let dir = tempfile::tempdir().unwrap();
     let (patterns, paths) = (dir.path().join("patterns"), dir.path().join("paths"));
@@ -53,37 +48,31 @@ fn nest_and_convolve_draw_their_graphs_as_svg_beside_the_dot_files() {
         .unwrap();
     assert!(convolve.status.success());
     let stderr = String::from_utf8_lossy(&nest.stderr);
-    if graphviz_installed() {
-        assert_eq!(
-            names(&patterns),
-            [
-                "pattern-001.dot",
-                "pattern-001.svg",
-                "pattern-002.dot",
-                "pattern-002.svg"
-            ]
-        );
-        assert_eq!(
-            names(&paths),
-            [
-                "path-001.dot",
-                "path-001.svg",
-                "path-002.dot",
-                "path-002.svg"
-            ]
-        );
-        let svg = std::fs::read_to_string(patterns.join("pattern-001.svg")).unwrap();
-        assert!(svg.contains("<svg"), "{svg}");
-        // The picture carries the pattern's nodes.
-        assert!(svg.contains("client") && svg.contains("DB"), "{svg}");
-        assert!(stderr.contains("wrote 2 SVG pictures"), "{stderr}");
-    } else {
-        assert_eq!(names(&patterns), ["pattern-001.dot", "pattern-002.dot"]);
-        assert!(stderr.contains("apt-get install graphviz"), "{stderr}");
-    }
+    assert_eq!(
+        names(&patterns),
+        [
+            "pattern-001.dot",
+            "pattern-001.svg",
+            "pattern-002.dot",
+            "pattern-002.svg"
+        ]
+    );
+    assert_eq!(
+        names(&paths),
+        [
+            "path-001.dot",
+            "path-001.svg",
+            "path-002.dot",
+            "path-002.svg"
+        ]
+    );
+    let svg = std::fs::read_to_string(patterns.join("pattern-001.svg")).unwrap();
+    assert!(svg.contains("<svg"), "{svg}");
+    // The picture carries the pattern's nodes.
+    assert!(svg.contains("client") && svg.contains("DB"), "{svg}");
+    assert!(stderr.contains("wrote 2 SVG pictures"), "{stderr}");
 }
 
-#[test]
 fn without_graphviz_the_dot_files_are_written_and_a_note_says_how_to_install_it() {
     let dir = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
@@ -116,4 +105,11 @@ fn without_graphviz_the_dot_files_are_written_and_a_note_says_how_to_install_it(
         "{stderr}"
     );
     assert!(stderr.contains("apt-get install graphviz"), "{stderr}");
+}
+
+fn main() -> ExitCode {
+    run(checks![
+        nest_and_convolve_draw_their_graphs_as_svg_beside_the_dot_files needs Graphviz,
+        without_graphviz_the_dot_files_are_written_and_a_note_says_how_to_install_it,
+    ])
 }

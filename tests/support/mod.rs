@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod generated;
+pub mod needs;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,49 @@
+//! Real mail: the Received headers of a public corpus read as hops and convolved into
+//! paths. The corpus is a download (`scripts/spam-assassin-mbox.sh`), so these tests
+//! run only when `BLACKBOX_SPAM_ASSASSIN` names it and are reported as skipped
+//! otherwise (`support::needs`).
+
+use predicates::prelude::*;
+use std::process::ExitCode;
+
+mod support;
+use support::blackbox;
+use support::needs::run;
+
+/// The real Received headers of the SpamAssassin corpus (paper §7.1.3 used a mailbox of
+/// the same kind). Runs when BLACKBOX_SPAM_ASSASSIN names the mbox that
+/// `scripts/spam-assassin-mbox.sh` writes.
+fn spam_assassin_received_headers_give_paths() {
+    let mbox = std::env::var_os("BLACKBOX_SPAM_ASSASSIN").expect("the harness checked it");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("ham.trace");
+    blackbox()
+        .args(["records", "--mbox"])
+        .arg(&mbox)
+        .args(["-o", trace.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::is_match(r"2[45]\d\d emails, \d+ Received headers -> [1-9]\d{3,} hops")
+                .unwrap(),
+        );
+    blackbox()
+        .args([
+            "convolve",
+            "-q",
+            "--quantum",
+            "1min",
+            "--max-delay",
+            "6h",
+            "--min-count",
+            "20",
+            trace.to_str().unwrap(),
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("dogma.slashnull.org"));
+}
+
+fn main() -> ExitCode {
+    run(checks![spam_assassin_received_headers_give_paths needs SpamAssassin])
+}

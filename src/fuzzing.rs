@@ -49,6 +49,22 @@ pub fn text_trace(data: &[u8]) {
     .expect("writing to memory cannot fail");
 }
 
+/// Tells what `data` is, as for a named input, and reads it to its end through any gzip
+/// layer. Panics only on a bug.
+pub fn source(data: &[u8]) {
+    let named = std::path::Path::new("-");
+    let Ok(source) = crate::input::source::Source::from_stream(
+        named,
+        Box::new(std::io::Cursor::new(data.to_vec())),
+    ) else {
+        return;
+    };
+    let Ok(mut stream) = source.open(&crate::progress::Progress::hidden()) else {
+        return;
+    };
+    let _ = std::io::copy(&mut stream, &mut std::io::sink());
+}
+
 /// Reads `data` as an mbox and writes the resulting trace. Panics only on a bug.
 pub fn mbox(data: &[u8]) {
     let mut builder = TraceBuilder::new();

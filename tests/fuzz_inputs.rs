@@ -41,6 +41,25 @@ proptest! {
     }
 
     #[test]
+    fn arbitrary_inputs_are_sniffed_without_panic(data in prop::collection::vec(any::<u8>(), 0..400)) {
+        blackbox::fuzzing::source(&data);
+    }
+
+    #[test]
+    fn damaged_gzip_streams_are_sniffed_without_panic(
+        cut in 0usize..2000,
+        flip in 0usize..2000,
+        bit in 0u8..8,
+    ) {
+        let mut gzipped = gzipped_capture().clone();
+        if let Some(byte) = gzipped.get_mut(flip) {
+            *byte ^= 1 << bit;
+        }
+        gzipped.truncate(cut.max(2));
+        blackbox::fuzzing::source(&gzipped);
+    }
+
+    #[test]
     fn arbitrary_mboxes_never_panic(data in prop::collection::vec(any::<u8>(), 0..400)) {
         blackbox::fuzzing::mbox(&data);
     }
@@ -115,6 +134,21 @@ proptest! {
     }
 }
 
+/// The start of the shop's web capture, gzip'd.
+fn gzipped_capture() -> &'static Vec<u8> {
+    static GZIPPED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    GZIPPED.get_or_init(|| {
+        use std::io::Write;
+        let capture =
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/traces/shop/web.pcap")).unwrap();
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder
+            .write_all(&capture[..capture.len().min(20_000)])
+            .unwrap();
+        encoder.finish().unwrap()
+    })
+}
+
 /// Inputs the fuzzers once crashed on, kept so the bugs stay fixed.
 #[test]
 fn inputs_that_once_crashed_the_fuzzers_do_not_panic() {
@@ -127,6 +161,7 @@ fn inputs_that_once_crashed_the_fuzzers_do_not_panic() {
         match name.split('-').next().unwrap() {
             "capture" => blackbox::fuzzing::capture(&data),
             "protocols" => blackbox::fuzzing::protocols(&data),
+            "source" => blackbox::fuzzing::source(&data),
             other => panic!("{name}: no fuzz target called {other}"),
         }
         seen += 1;

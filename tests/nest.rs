@@ -446,18 +446,6 @@ fn a_bad_timestamp_is_named_with_file_and_line() {
 }
 
 #[test]
-fn an_empty_trace_gets_a_clear_message_not_an_empty_table() {
-    blackbox()
-        .args(["nest", data("empty.trace").to_str().unwrap()])
-        .assert()
-        .code(2)
-        .stdout("")
-        .stderr(predicate::str::contains(
-            "the trace has no messages (2 lines read, all blank or comments)",
-        ));
-}
-
-#[test]
 fn a_trace_without_calls_points_to_convolve() {
     blackbox()
         .args(["nest", data("free-only.trace").to_str().unwrap()])

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 pub enum CaptureError {
     /// The file could not be opened or read.
     // The cause follows in the error chain.
-    #[error("cannot read {}", path.display())]
+    #[error("cannot read {}", crate::input::source::name(path))]
     Io {
         /// The file.
         path: PathBuf,
@@ -39,7 +39,10 @@ pub enum CaptureError {
         source: std::io::Error,
     },
     /// The file is not a pcap or pcapng capture.
-    #[error("{} is not a pcap or pcapng capture: {reason}", path.display())]
+    #[error(
+        "{} is not a pcap or pcapng capture: {reason}",
+        crate::input::source::name(path)
+    )]
     NotACapture {
         /// The file.
         path: PathBuf,
@@ -91,8 +94,6 @@ pub struct CaptureOptions {
     /// Keep a stamp of every TCP segment, for aligning the hosts' clocks
     /// ([`crate::align`]); costs 16 bytes per segment.
     pub clock_stamps: bool,
-    /// Show a progress bar on stderr while reading (only on a terminal).
-    pub progress: bool,
 }
 
 /// Whether a file starts with a pcap or pcapng magic number.
@@ -191,9 +192,18 @@ impl HostCapture {
     }
 }
 
-/// The host name for a file: given by `--host`, else the file's stem.
+/// The host name for a file: given by `--host`, else the file's stem (without a `.gz`),
+/// or `stdin` for standard input.
 pub fn host_name(path: &Path, options: &CaptureOptions) -> String {
     options.hosts.get(path).cloned().unwrap_or_else(|| {
+        if path.as_os_str() == "-" {
+            return "stdin".to_owned();
+        }
+        // `web.pcap.gz` is web's, like `web.pcap`.
+        let path = match path.extension() {
+            Some(gz) if gz == "gz" => Path::new(path.file_stem().unwrap_or_default()),
+            _ => path,
+        };
         path.file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string())
@@ -436,27 +446,26 @@ fn local_addresses(
     (local, tied)
 }
 
-/// Reads every capture (in parallel) and decides each one's own addresses. Returns
-/// each file's capture, in the order given.
+/// Reads every capture (in parallel) from its stream, named by its path, and decides
+/// each one's own addresses. Returns each file's capture, in the order given.
 pub fn read_captures(
-    paths: &[PathBuf],
+    inputs: Vec<(PathBuf, Box<dyn Read + Send>)>,
     options: &CaptureOptions,
 ) -> Result<Vec<HostCapture>, CaptureError> {
-    let progress = crate::progress::Progress::reading("reading captures", paths, options.progress);
-    let mut captures: Vec<HostCapture> = paths
-        .par_iter()
-        .map(|path| {
-            let file = std::fs::File::open(path).map_err(|source| CaptureError::Io {
-                path: path.clone(),
-                source,
-            })?;
+    let mut captures: Vec<HostCapture> = inputs
+        .into_par_iter()
+        .map(|(path, input)| {
             // No BufReader: the capture reader reads in blocks of megabytes itself.
-            read_capture(path, host_name(path, options), progress.wrap(file), options)
+            read_capture(&path, host_name(&path, options), input, options)
         })
         .collect::<Result<_, _>>()?;
-    progress.finish();
     decide_local_addresses(&mut captures);
     Ok(captures)
+}
+
+/// Whether a file starts with gzip's magic number.
+pub fn is_compressed(path: &Path) -> bool {
+    magic(path).is_some_and(|m| m & 0xffff == 0x8b1f)
 }
 
 /// Names nodes and adds the captures' message ends to `builder`: a message leaving one

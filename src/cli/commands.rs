@@ -20,7 +20,6 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 pub(super) fn align(args: AlignArgs) -> Result<()> {
-    input::require_captures(&args.files)?;
     let Some(method) = args.capture.align.method() else {
         return Err(
             Usage("--align off leaves nothing to do: choose hull or regression".into()).into(),

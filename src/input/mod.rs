@@ -17,6 +17,9 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+pub mod source;
+use source::{Kind, Source, SourceError};
+
 /// How to read the inputs.
 #[derive(Debug, Clone, Default)]
 pub struct InputOptions {
@@ -37,6 +40,9 @@ pub struct InputOptions {
 /// Why the inputs could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
+    /// An input is unreadable, empty, or of a kind not read here.
+    #[error(transparent)]
+    Source(#[from] SourceError),
     /// A text trace is unreadable or malformed.
     #[error(transparent)]
     Trace(#[from] text::TraceError),
@@ -46,6 +52,9 @@ pub enum InputError {
     /// A request that cannot be carried out as asked.
     #[error("{0}")]
     Usage(String),
+    /// The inputs were read and hold no message: nothing is left to work on.
+    #[error("no messages to work on: {0}")]
+    NoMessages(String),
     /// An output directory could not be made.
     #[error("cannot create {}", path.display())]
     CreateDir {
@@ -150,27 +159,110 @@ impl fmt::Display for InputWarning {
     }
 }
 
-/// Reads and merges `files`: text traces and captures (told apart by their first
-/// bytes), the captures aligned and added in the reference clock, then repaired if
-/// asked.
+/// Reads and merges `files`: text traces and captures, each plain or gzip'd (told apart
+/// by their first bytes; `-` is standard input), the captures aligned and added in the
+/// reference clock, then repaired if asked.
 pub fn read(files: &[PathBuf], options: &InputOptions) -> Result<Input, InputError> {
-    let (captures, texts): (Vec<PathBuf>, Vec<PathBuf>) = files
-        .iter()
-        .cloned()
-        .partition(|path| capture::is_capture(path));
+    let (captures, texts): (Vec<Source>, Vec<Source>) = Source::sniff_all(files)?
+        .into_iter()
+        .partition(|source| source.kind == Kind::Capture);
     let mut builder = TraceBuilder::new();
-    let progress = Progress::reading("reading text traces", &texts, options.progress);
-    text::read_files_showing(&texts, &mut builder, &progress)?;
-    progress.finish();
+    let text_traces = texts.len();
+    read_texts(texts, options.progress, &mut builder)?;
     let mut input = empty_input();
     if !captures.is_empty() {
         let mut capture_options = options.capture.clone();
-        capture_options.progress = options.progress;
         capture_options.clock_stamps = options.align.is_some() && captures.len() > 1;
-        let read = capture::read_captures(&captures, &capture_options)?;
+        let read = read_captures(captures, &capture_options, options.progress)?;
         add_captures(read, options, &mut builder, &mut input);
     }
-    Ok(finish(builder, options, input))
+    let input = finish(builder, options, input);
+    match input.trace.messages.is_empty() {
+        true => Err(InputError::NoMessages(what_was_read(&input, text_traces))),
+        false => Ok(input),
+    }
+}
+
+/// What the inputs held, when it came to no message: per capture its packets, and the
+/// text traces' lines.
+fn what_was_read(input: &Input, text_traces: usize) -> String {
+    let mut held: Vec<String> = input
+        .captures
+        .iter()
+        .map(|capture| {
+            let name = source::name(&capture.path);
+            match capture.stats.packets {
+                0 => format!("{name} holds 0 packets"),
+                packets => format!(
+                    "{name} holds {packets} packets (TCP {}, UDP {}) but no call or return of a protocol blackbox reads (name one with --protocol PORT=NAME)",
+                    capture.stats.tcp, capture.stats.udp
+                ),
+            }
+        })
+        .collect();
+    let stats = &input.trace.stats;
+    if text_traces > 0 {
+        let (traces, hold) = match text_traces {
+            1 => ("text trace", "holds"),
+            _ => ("text traces", "hold"),
+        };
+        held.push(match stats.lines {
+            0 => format!("the {traces} {hold} 0 lines"),
+            lines => format!("the {traces} {hold} {lines} lines, all blank or comments"),
+        });
+    }
+    held.join("; ")
+}
+
+/// Reads every text trace into `builder`, in the order given.
+fn read_texts(
+    texts: Vec<Source>,
+    progress: bool,
+    builder: &mut TraceBuilder,
+) -> Result<(), InputError> {
+    let files: Vec<&Path> = texts
+        .iter()
+        .filter(|s| s.is_file())
+        .map(|s| s.path.as_path())
+        .collect();
+    let progress = Progress::reading("reading text traces", &files, progress);
+    for source in texts {
+        let path = source.path.clone();
+        // A plain file's size tells how much room the trace needs at once.
+        let size = if source.gzip {
+            None
+        } else {
+            source.stored_size()
+        };
+        let reader = std::io::BufReader::with_capacity(1 << 20, source.open(&progress)?);
+        match size {
+            Some(size) => text::read_with_size(&path, reader, size, builder)?,
+            None => text::read(&path, reader, builder)?,
+        }
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// Reads every capture (in parallel), with a progress bar over their stored bytes.
+fn read_captures(
+    captures: Vec<Source>,
+    options: &capture::CaptureOptions,
+    progress: bool,
+) -> Result<Vec<capture::HostCapture>, InputError> {
+    let files: Vec<&Path> = captures
+        .iter()
+        .filter(|s| s.is_file())
+        .map(|s| s.path.as_path())
+        .collect();
+    let progress = Progress::reading("reading captures", &files, progress);
+    let opened = captures
+        .into_iter()
+        .map(|source| Ok((source.path.clone(), source.open(&progress)?)))
+        .collect::<Result<Vec<_>, SourceError>>()?;
+    let read = capture::read_captures(opened, options)?;
+    progress.finish();
+    Ok(read)
 }
 
 /// The trace of captures already read (each with its own addresses decided): aligned
@@ -265,26 +357,23 @@ fn finish(builder: TraceBuilder, options: &InputOptions, mut input: Input) -> In
     input
 }
 
-/// Refuses any of `files` that is not a capture: `align` reads captures only.
-pub fn require_captures(files: &[PathBuf]) -> Result<(), InputError> {
-    match files.iter().find(|p| !capture::is_capture(p)) {
-        Some(text) => Err(InputError::Usage(format!(
-            "{} is not a pcap or pcapng capture: align reads captures only",
-            text.display()
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Reads `files` as captures with the segment stamps that alignment needs; for `align`,
-/// which refuses text traces first with [`require_captures`].
+/// Reads `files` as captures (plain or gzip'd, `-` for standard input) with the segment
+/// stamps that alignment needs, refusing any that is not a capture: `align` reads
+/// captures only.
 pub fn read_for_alignment(
     files: &[PathBuf],
     options: &CaptureOptions,
 ) -> Result<Vec<capture::HostCapture>, InputError> {
+    let sources = Source::sniff_all(files)?;
+    if let Some(text) = sources.iter().find(|s| s.kind != Kind::Capture) {
+        return Err(InputError::Usage(format!(
+            "{} is not a pcap or pcapng capture: align reads captures only",
+            source::name(&text.path)
+        )));
+    }
     let mut options = options.clone();
     options.clock_stamps = true;
-    Ok(capture::read_captures(files, &options)?)
+    read_captures(sources, &options, false)
 }
 
 /// Reads an mbox: every Received header of every email becomes one hop (see
@@ -325,6 +414,16 @@ pub fn write_aligned(
         path: dir.to_path_buf(),
         source,
     })?;
+    if let Some(host) = captures
+        .iter()
+        .find(|h| source::is_standard(&h.path) || capture::is_compressed(&h.path))
+    {
+        return Err(InputError::Usage(format!(
+            "--write rewrites capture files as they are stored: {} is {}; give it as a plain pcap or pcapng file",
+            source::name(&host.path),
+            if source::is_standard(&host.path) { "standard input" } else { "gzip-compressed" }
+        )));
+    }
     for (index, host) in captures.iter().enumerate() {
         let name = host.path.file_name().map(PathBuf::from).unwrap_or_else(|| {
             PathBuf::from(format!(

@@ -15,7 +15,7 @@ pub fn write_captures(input: &Input, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "{} (host {}, own address {}): {}",
-            capture.path.display(),
+            crate::input::source::name(&capture.path),
             capture.host,
             if own.is_empty() {
                 "unknown".to_string()

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub enum TraceError {
     /// The file could not be opened or read.
     // The cause follows in the error chain.
-    #[error("cannot read {}", path.display())]
+    #[error("cannot read {}", crate::input::source::name(path))]
     Io {
         /// The file.
         path: PathBuf,
@@ -29,7 +29,7 @@ pub enum TraceError {
         source: io::Error,
     },
     /// A line that is not a trace event.
-    #[error("{}:{line}: {problem}: `{text}`", path.display())]
+    #[error("{}:{line}: {problem}: `{text}`", crate::input::source::name(path))]
     BadLine {
         /// The file.
         path: PathBuf,
@@ -295,6 +295,16 @@ fn shorten(raw: &[u8]) -> String {
     const MAX: usize = 200;
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches(['\n', '\r']);
+    // A control character could move the cursor or change colours on a terminal: the
+    // line is shown escaped, as Rust writes them (`\u{1b}`).
+    let text: String = text
+        .chars()
+        .flat_map(|c| {
+            let escape = c.is_control() && c != '\t';
+            let escaped = escape.then(|| c.escape_debug());
+            escaped.into_iter().flatten().chain((!escape).then_some(c))
+        })
+        .collect();
     if text.chars().count() > MAX {
         let cut: String = text.chars().take(MAX).collect();
         format!("{cut}…")

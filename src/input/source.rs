@@ -1,0 +1,356 @@
+//! What a named input is and where its bytes come from: a file, or standard input for
+//! `-`; gzip-compressed or not (read through transparently, as `tcpdump -r` and
+//! Wireshark do); and its kind, told by its first bytes: a pcap or pcapng capture, or a
+//! text trace. Everything else is refused with a reason a user can act on: an empty
+//! file, a capture format not read here, another compression, binary data (shown as
+//! hex, never as raw bytes on a terminal). Owns the sniffing, not the formats: those are
+//! [`crate::capture`]'s and [`crate::trace::text`]'s.
+
+use crate::progress::Progress;
+use flate2::read::MultiGzDecoder;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Cursor, Read};
+use std::path::{Path, PathBuf};
+
+/// The name that means standard input (and standard output, for an output flag).
+pub const STANDARD_STREAM: &str = "-";
+
+/// Bytes looked at to tell an input's kind.
+const SNIFF: usize = 4096;
+
+/// Whether `path` names the standard stream.
+pub fn is_standard(path: &Path) -> bool {
+    path.as_os_str() == STANDARD_STREAM
+}
+
+/// How an input is named in messages: its path, or "standard input".
+pub fn name(path: &Path) -> Named<'_> {
+    Named(path)
+}
+
+/// See [`name`].
+pub struct Named<'a>(&'a Path);
+
+impl fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if is_standard(self.0) {
+            f.write_str("standard input")
+        } else {
+            write!(f, "{}", self.0.display())
+        }
+    }
+}
+
+/// What an input holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A pcap or pcapng capture.
+    Capture,
+    /// A text trace.
+    Text,
+}
+
+/// Why an input cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The file could not be opened or read.
+    #[error("cannot read {}", name(path))]
+    Io {
+        /// The input.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// Nothing in it.
+    #[error("{} is empty: there is nothing to read", name(path))]
+    Empty {
+        /// The input.
+        path: PathBuf,
+    },
+    /// A format this tool does not read, that another tool can convert.
+    #[error("{} is {what}, which blackbox does not read: {advice}", name(path))]
+    Unsupported {
+        /// The input.
+        path: PathBuf,
+        /// What it is.
+        what: &'static str,
+        /// What to do.
+        advice: &'static str,
+    },
+    /// Not a capture, not text.
+    #[error(
+        "{} is not a capture (pcap, pcapng, gzip'd or not) or a text trace: it starts with {head}",
+        name(path)
+    )]
+    Binary {
+        /// The input.
+        path: PathBuf,
+        /// Its first bytes in hex.
+        head: String,
+    },
+    /// `-` named twice: standard input can be read once.
+    #[error("standard input (-) can be named only once")]
+    StandardInputTwice,
+}
+
+/// A named input, its kind told.
+pub struct Source {
+    /// The path as named (`-` for standard input).
+    pub path: PathBuf,
+    /// What it holds.
+    pub kind: Kind,
+    /// Whether it is gzip-compressed.
+    pub gzip: bool,
+    /// A stream that cannot be opened again (standard input), ready to read from its
+    /// start: the bytes sniffed are put back.
+    standard: Option<Box<dyn Read + Send>>,
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("path", &self.path)
+            .field("kind", &self.kind)
+            .field("gzip", &self.gzip)
+            .finish()
+    }
+}
+
+impl Source {
+    /// Tells the kind of every input in `paths`, refusing the first that is not one;
+    /// `-` is standard input, at most once.
+    pub fn sniff_all(paths: &[PathBuf]) -> Result<Vec<Source>, SourceError> {
+        if paths.iter().filter(|p| is_standard(p)).count() > 1 {
+            return Err(SourceError::StandardInputTwice);
+        }
+        paths.iter().map(|p| Source::sniff(p)).collect()
+    }
+
+    /// Tells what `path` holds from its first bytes.
+    pub fn sniff(path: &Path) -> Result<Source, SourceError> {
+        if is_standard(path) {
+            return Source::from_stream(path, Box::new(io::stdin()));
+        }
+        let file = File::open(path).map_err(|source| SourceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut sniffed = Source::from_stream(path, Box::new(file))?;
+        // A file is opened again to be read, through the progress bar.
+        sniffed.standard = None;
+        Ok(sniffed)
+    }
+
+    /// Tells what the stream `raw`, named `path`, holds from its first bytes, and keeps
+    /// it to be read from its start (standard input; the fuzz targets' bytes).
+    pub fn from_stream(path: &Path, raw: Box<dyn Read + Send>) -> Result<Source, SourceError> {
+        let io_error = |source| SourceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let (raw_head, raw) = head(raw).map_err(io_error)?;
+        let gzip = raw_head.starts_with(&[0x1f, 0x8b]);
+        let (first, stream) = if gzip {
+            head(Box::new(MultiGzDecoder::new(
+                Cursor::new(raw_head).chain(raw),
+            )))
+            .map_err(io_error)?
+        } else {
+            (raw_head, raw)
+        };
+        let kind = kind_of(path, &first, gzip)?;
+        Ok(Source {
+            path: path.to_path_buf(),
+            kind,
+            gzip,
+            standard: Some(Box::new(Cursor::new(first).chain(stream))),
+        })
+    }
+
+    /// Whether it is a file whose bytes can be read again (not standard input).
+    pub fn is_file(&self) -> bool {
+        self.standard.is_none()
+    }
+
+    /// Its size in bytes as stored, when it is a file.
+    pub fn stored_size(&self) -> Option<u64> {
+        if self.is_file() {
+            std::fs::metadata(&self.path).ok().map(|m| m.len())
+        } else {
+            None
+        }
+    }
+
+    /// Its bytes from the start, decompressed; `progress` counts the bytes as stored.
+    pub fn open(mut self, progress: &Progress) -> Result<Box<dyn Read + Send>, SourceError> {
+        if let Some(standard) = self.standard.take() {
+            return Ok(standard);
+        }
+        let file = File::open(&self.path).map_err(|source| SourceError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let counted = progress.wrap(file);
+        Ok(if self.gzip {
+            Box::new(MultiGzDecoder::new(counted))
+        } else {
+            Box::new(counted)
+        })
+    }
+}
+
+/// The first [`SNIFF`] bytes of `reader` (fewer if it is shorter), and the rest of it.
+fn head(mut reader: Box<dyn Read + Send>) -> io::Result<(Vec<u8>, Box<dyn Read + Send>)> {
+    let mut first = Vec::with_capacity(SNIFF);
+    (&mut reader).take(SNIFF as u64).read_to_end(&mut first)?;
+    Ok((first, reader))
+}
+
+/// What the first bytes of an input (decompressed) say it is.
+fn kind_of(path: &Path, first: &[u8], gzip: bool) -> Result<Kind, SourceError> {
+    if first.is_empty() {
+        return Err(SourceError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    let unsupported = |what, advice| SourceError::Unsupported {
+        path: path.to_path_buf(),
+        what,
+        advice,
+    };
+    let magic = first
+        .get(..4)
+        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+    match magic {
+        Some(0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0x0a0d_0d0a) => {
+            return Ok(Kind::Capture)
+        }
+        Some(0xa1b2_cd34 | 0x34cd_b2a1) => {
+            return Err(unsupported(
+                "a modified pcap (the format of Kuznetzov's patched libpcap)",
+                "convert it with `editcap -F pcap FILE OUT.pcap` (Wireshark's editcap)",
+            ))
+        }
+        _ => {}
+    }
+    let starts = |prefix: &[u8]| first.starts_with(prefix);
+    if starts(b"snoop\0\0\0") {
+        return Err(unsupported(
+            "a Sun snoop capture",
+            "convert it with `editcap -F pcap FILE OUT.pcap` (Wireshark's editcap)",
+        ));
+    }
+    if starts(&[0x1f, 0x8b]) && gzip {
+        return Err(unsupported(
+            "gzip-compressed twice",
+            "decompress it once with `gunzip` first",
+        ));
+    }
+    let compressed: [(&[u8], &str, &str); 5] = [
+        (
+            &[0x28, 0xb5, 0x2f, 0xfd],
+            "zstd-compressed",
+            "decompress it first (`zstd -d FILE`)",
+        ),
+        (
+            &[0xfd, b'7', b'z', b'X', b'Z', 0],
+            "xz-compressed",
+            "decompress it first (`xz -d FILE`)",
+        ),
+        (
+            b"BZh",
+            "bzip2-compressed",
+            "decompress it first (`bunzip2 FILE`)",
+        ),
+        (
+            &[0x04, 0x22, 0x4d, 0x18],
+            "lz4-compressed",
+            "decompress it first (`lz4 -d FILE`)",
+        ),
+        (
+            b"PK\x03\x04",
+            "a zip archive",
+            "extract it first (`unzip FILE`)",
+        ),
+    ];
+    if let Some(&(_, what, advice)) = compressed.iter().find(|(magic, _, _)| starts(magic)) {
+        return Err(unsupported(what, advice));
+    }
+    if looks_like_text(first) {
+        return Ok(Kind::Text);
+    }
+    Err(SourceError::Binary {
+        path: path.to_path_buf(),
+        head: hex(&first[..first.len().min(16)]),
+    })
+}
+
+/// UTF-8 (a character cut off by the end of the sample aside) without NUL bytes or
+/// control characters other than tab, line and page breaks.
+fn looks_like_text(first: &[u8]) -> bool {
+    let valid = match std::str::from_utf8(first) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    };
+    valid
+        && !first
+            .iter()
+            .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c) || b == 0x7f)
+}
+
+/// Bytes as space-separated hex.
+fn hex(bytes: &[u8]) -> String {
+    let pairs: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    pairs.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(first: &[u8]) -> Result<Kind, String> {
+        kind_of(Path::new("x"), first, false).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn capture_magics_in_either_byte_order_are_captures() {
+        for magic in [
+            [0xd4, 0xc3, 0xb2, 0xa1],
+            [0xa1, 0xb2, 0xc3, 0xd4],
+            [0x4d, 0x3c, 0xb2, 0xa1],
+            [0x0a, 0x0d, 0x0d, 0x0a],
+        ] {
+            assert_eq!(kind(&magic), Ok(Kind::Capture), "{magic:x?}");
+        }
+    }
+
+    #[test]
+    fn a_modified_pcap_is_named_with_the_command_that_converts_it() {
+        let error = kind(&[0x34, 0xcd, 0xb2, 0xa1, 2, 0, 4, 0]).unwrap_err();
+        assert!(
+            error.contains("modified pcap") && error.contains("editcap -F pcap"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn binary_data_is_shown_as_hex_not_raw() {
+        let error = kind(&[0x00, 0x9f, 0x41, 0x0a, 0xff]).unwrap_err();
+        assert!(error.ends_with("starts with 00 9f 41 0a ff"), "{error}");
+    }
+
+    #[test]
+    fn text_cut_inside_a_character_is_still_text() {
+        let mut first = "1.0 CALL_SENT a b c1 é".as_bytes().to_vec();
+        first.pop();
+        assert_eq!(kind(&first), Ok(Kind::Text));
+        assert!(kind(b"1.0 CALL\x01").is_err());
+    }
+
+    #[test]
+    fn other_compressions_say_how_to_decompress() {
+        let error = kind(&[0x28, 0xb5, 0x2f, 0xfd, 0, 0]).unwrap_err();
+        assert!(error.contains("zstd -d"), "{error}");
+    }
+}

@@ -7,7 +7,7 @@ use blackbox::align;
 use blackbox::convolution::{self, ConvolveOptions};
 use blackbox::eval::{calls, paths};
 use blackbox::exit::Usage;
-use blackbox::input::{self, Input};
+use blackbox::input::{self, source, Input};
 use blackbox::nesting::explain::{self, CallQuery};
 use blackbox::nesting::{self, call_pairs::CallPair};
 use blackbox::report::{
@@ -31,16 +31,17 @@ pub(super) fn align(args: AlignArgs) -> Result<()> {
         )
         .into());
     }
+    let main = MainOutput::of(
+        &[("--json", args.json.as_deref())],
+        &[("--write", args.write.as_deref())],
+        false,
+    )?;
     let captures = input::read_for_alignment(&args.files, &args.capture.options()?)?;
     let alignment = align::align_with(&captures, method, args.capture.least_squares);
-    match args.json.as_deref() {
-        Some(path) if path == Path::new("-") => write_out(None, |w| write_json(&alignment, w))?,
-        Some(path) => {
-            write_out(Some(path), |w| write_json(&alignment, w))?;
-            write_out(None, |w| report::alignment::write_alignment(&alignment, w))?;
-        }
-        None => write_out(None, |w| report::alignment::write_alignment(&alignment, w))?,
+    if let Some(path) = &args.json {
+        write_out(Some(path), |w| write_json(&alignment, w))?;
     }
+    main.write(|w| report::alignment::write_alignment(&alignment, w))?;
     if let Some(dir) = &args.write {
         input::write_aligned(&captures, &alignment, dir, |written| {
             eprintln!(
@@ -86,6 +87,14 @@ pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
         max_correlations: args.max_correlations,
         roots: args.root.clone(),
     };
+    let main = MainOutput::of(
+        &[
+            ("--json", args.json.as_deref()),
+            ("--html", args.html.as_deref()),
+        ],
+        &graph_dirs(&args.graphs),
+        args.input.quiet,
+    )?;
     let loaded = load_inputs(&args.input)?;
     let trace = &loaded.input.trace;
     let files = &args.input.files;
@@ -109,13 +118,12 @@ pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
     draw(&args.graphs, |dir| {
         report::paths::write_dot_dir(trace, &result, args.top, dir)
     })?;
-    write_out(None, |w| {
-        report::paths::write_table(trace, &result, args.top, w)
-    })
+    main.write(|w| report::paths::write_table(trace, &result, args.top, w))
 }
 
 pub(super) fn eval(args: EvalArgs) -> Result<()> {
     let options = args.algorithm.options();
+    let main = MainOutput::of(&[("--json", args.json.as_deref())], &[], args.input.quiet)?;
     let Loaded { input, .. } = load_inputs(&args.input)?;
     let trace = &input.trace;
     let files = &args.input.files;
@@ -156,7 +164,7 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
     let json = match &truth {
         EvalTruth::Parents(parents) => {
             let scores = calls::evaluate(trace, &nesting, parents);
-            write_out(None, |w| {
+            main.write(|w| {
                 write_start(args.start_from_truth, w)?;
                 report::evaluation::write_calls(&scores, w)
             })?;
@@ -164,7 +172,7 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
         }
         EvalTruth::Column(truth) => {
             let scores = paths::evaluate(trace, &nesting, truth, args.top_n);
-            write_out(None, |w| {
+            main.write(|w| {
                 write_start(args.start_from_truth, w)?;
                 report::evaluation::write_paths(&scores, w)
             })?;
@@ -203,6 +211,16 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
     let mut options = args.algorithm.options();
     options.by_operation = args.input.by_operation();
     let query = args.explain.as_deref().map(CallQuery::parse).transpose()?;
+    let main = MainOutput::of(
+        &[
+            ("--json", args.json.as_deref()),
+            ("--assignments", args.assignments.as_deref()),
+            ("--html", args.html.as_deref()),
+            ("--otlp", args.otlp.as_deref()),
+        ],
+        &graph_dirs(&args.graphs),
+        args.input.quiet,
+    )?;
     let loaded = load_inputs(&args.input)?;
     let trace = &loaded.input.trace;
     let files = &args.input.files;
@@ -249,12 +267,20 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
                 .iter()
                 .map(|&call| explain::explain(trace, &nesting, &options, call))
                 .collect();
-            write_out(None, |w| {
+            main.write(|w| {
                 report::explanation::write(trace, &nesting, options.penalties, &explanations, w)
             })
         }
-        None => write_out(None, |w| Table.render(&report, w)),
+        None => main.write(|w| Table.render(&report, w)),
     }
+}
+
+/// The directory flags of `graphs`, for [`MainOutput::of`].
+fn graph_dirs(graphs: &GraphArgs) -> [(&'static str, Option<&Path>); 2] {
+    [
+        ("--dot", graphs.dot.as_deref()),
+        ("--svg", graphs.svg.as_deref()),
+    ]
 }
 
 /// Writes the dot files `write_dots` makes into `--dot`'s directory, and into
@@ -348,13 +374,14 @@ fn load(files: &[PathBuf], options: &input::InputOptions, quiet: bool) -> Result
     })
 }
 
-/// Writes through a buffer to `path`, or to stdout for `None`; errors name the file, and
-/// a closed stdout stays an I/O error in the chain so that `main` can end quietly.
+/// Writes through a buffer to `path`, or to stdout for `None` or `-`; errors name the
+/// file, and a closed stdout stays an I/O error in the chain so that `main` can end
+/// quietly.
 fn write_out(
     path: Option<&Path>,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<()> {
-    match path {
+    match path.filter(|p| !source::is_standard(p)) {
         Some(path) => {
             let file =
                 File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
@@ -368,6 +395,62 @@ fn write_out(
             write(&mut out)?;
             out.flush()?;
             Ok(())
+        }
+    }
+}
+
+/// Where a command's main output (its table, its records) goes: stdout, unless an
+/// output flag sends its file there (`--json -`), in which case nothing else may: the
+/// table moves to stderr, or away with `--quiet`, so that `--json - | jq` works.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MainOutput {
+    Stdout,
+    Stderr,
+    Nowhere,
+}
+
+impl MainOutput {
+    /// Checks the output flags (name, value): at most one may be `-`; directory flags
+    /// never.
+    fn of(
+        files: &[(&str, Option<&Path>)],
+        dirs: &[(&str, Option<&Path>)],
+        quiet: bool,
+    ) -> Result<MainOutput> {
+        let is_dash = |value: &Option<&Path>| value.is_some_and(source::is_standard);
+        if let Some((flag, _)) = dirs.iter().find(|(_, value)| is_dash(value)) {
+            return Err(Usage(format!(
+                "{flag} takes a directory: it writes several files, which standard output (-) cannot hold"
+            ))
+            .into());
+        }
+        let to_stdout: Vec<&str> = files
+            .iter()
+            .filter(|(_, v)| is_dash(v))
+            .map(|(f, _)| *f)
+            .collect();
+        match to_stdout.as_slice() {
+            [] => Ok(MainOutput::Stdout),
+            [_] if quiet => Ok(MainOutput::Nowhere),
+            [_] => Ok(MainOutput::Stderr),
+            several => Err(Usage(format!(
+                "only one output can go to standard output (-): {} ask for it",
+                several.join(" and ")
+            ))
+            .into()),
+        }
+    }
+
+    /// Writes the main output where it goes.
+    fn write(self, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+        match self {
+            MainOutput::Stdout => write_out(None, write),
+            MainOutput::Stderr => {
+                let mut err = io::stderr().lock();
+                write(&mut err)?;
+                Ok(err.flush()?)
+            }
+            MainOutput::Nowhere => Ok(()),
         }
     }
 }

@@ -20,7 +20,12 @@ use std::path::PathBuf;
     name = "blackbox",
     version,
     propagate_version = true,
-    max_term_width = 100
+    max_term_width = 100,
+    after_help = "Examples:
+  blackbox nest traces/shop/*.pcap*          the paths of a captured 4-tier shop
+  blackbox nest traces/multitier.trace       the same from a text trace
+  blackbox convolve traces/freeform.trace    free-form messages, by convolution
+  blackbox nest --help                       every flag, with more examples"
 )]
 pub(super) struct Cli {
     #[command(subcommand)]
@@ -38,6 +43,12 @@ pub(super) enum Command {
     /// every call's possible parents against the delays seen in the whole trace, and
     /// prints the path patterns ranked, with their latencies. A summary of what was read
     /// and skipped goes to stderr.
+    #[command(after_long_help = "Examples:
+  blackbox nest traces/shop/*.pcap*
+  blackbox nest -q --sort total --top 5 traces/multitier.trace
+  blackbox nest -q traces/shop/*.pcap* --html report.html --svg graphs/
+  blackbox nest -q traces/multitier.trace --json - > patterns.json
+")]
     Nest(NestArgs),
     /// Score the nesting algorithm against ground truth (paper §7.5.1).
     ///
@@ -47,6 +58,11 @@ pub(super) enum Command {
     /// correctly inferred patterns. With --truth FILE (true parents in the assignments
     /// format): the fraction of calls given their true parent and of requests whose
     /// whole tree is right.
+    #[command(after_long_help = "Examples:
+  blackbox eval -q traces/multitier.trace
+  blackbox eval -q --algorithm paper --top-n 5 traces/multitier.trace
+  blackbox eval -q traces/multitier.trace --json scores.json
+")]
     Eval(EvalArgs),
     /// Infer message paths with the convolution algorithm (paper §5.2), for any messages.
     ///
@@ -55,6 +71,11 @@ pub(super) enum Command {
     /// cross-correlation spikes are the node's causal delays. Calls and returns count as
     /// plain messages, so RPC traces work too. Reads captures or text traces, as nest
     /// does. Prints the paths, most followed first, with each node's delays.
+    #[command(after_long_help = "Examples:
+  blackbox convolve traces/freeform.trace
+  blackbox convolve -q --quantum 5ms --max-delay 500ms --json - traces/freeform.trace
+  blackbox records --mbox tests/data/sample.mbox | blackbox convolve --quantum 1min --max-delay 1h -
+")]
     Convolve(ConvolveArgs),
     /// Turn captures or other records into a text trace.
     ///
@@ -65,6 +86,11 @@ pub(super) enum Command {
     /// the email's number as the truth column. Headers with unreadable dates, generic
     /// hosts (localhost, unknown) or a missing host are skipped and counted on stderr.
     /// The trace suits `blackbox convolve`.
+    #[command(after_long_help = "Examples:
+  blackbox records traces/shop/*.pcap* -o shop.trace
+  blackbox records -q traces/shop/web.pcap | head -3
+  blackbox records --mbox tests/data/sample.mbox
+")]
     Records(RecordsArgs),
     /// Align the clocks of per-host captures onto one reference host's.
     ///
@@ -76,12 +102,18 @@ pub(super) enum Command {
     /// turned into its clock along its shortest path. Prints per host its offset and
     /// drift against the reference, the bounds, quality and samples. nest, eval,
     /// convolve and records do the same on several captures unless --align off.
+    #[command(after_long_help = "Examples:
+  blackbox align traces/shop/*.pcap*
+  blackbox align traces/shop/*.pcap* --json - > clocks.json
+  blackbox align traces/shop/*.pcap* --write aligned/
+")]
     Align(AlignArgs),
 }
 
 #[derive(Args)]
 pub(super) struct AlignArgs {
-    /// Packet captures (pcap/pcapng), one per host.
+    /// Packet captures (pcap/pcapng, gzip'd or not), one per host; `-` for standard
+    /// input.
     #[arg(required = true, value_name = "CAPTURE")]
     pub(super) files: Vec<PathBuf>,
 
@@ -99,8 +131,12 @@ pub(super) struct AlignArgs {
 }
 
 #[derive(Args)]
+#[command(
+    override_usage = "blackbox records [OPTIONS] <FILE>...\n       blackbox records [OPTIONS] --mbox <FILE>"
+)]
 pub(super) struct RecordsArgs {
-    /// Packet captures (pcap/pcapng, one per host) or text traces.
+    /// Packet captures (pcap/pcapng, one per host) or text traces; gzip'd or not; `-`
+    /// for standard input.
     #[arg(
         value_name = "FILE",
         required_unless_present = "mbox",
@@ -119,16 +155,13 @@ pub(super) struct RecordsArgs {
     #[command(flatten)]
     pub(super) capture: CaptureArgs,
 
-    /// Write the trace here instead of stdout.
+    /// Write the trace to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub(super) output: Option<PathBuf>,
 }
 
 #[derive(Args)]
 pub(super) struct ConvolveArgs {
-    #[command(flatten)]
-    pub(super) input: InputArgs,
-
     /// Time quantum of the signals (seconds, or with a unit).
     #[arg(long, value_name = "DURATION", default_value = "0.01", value_parser = duration)]
     pub(super) quantum: Nanos,
@@ -143,7 +176,7 @@ pub(super) struct ConvolveArgs {
 
     /// A message counts as caused at delay d when it leaves d ± this after an arrival
     /// (default: one quantum).
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Advanced")]
     pub(super) variance: Option<Nanos>,
 
     /// Drop edges with fewer messages than this, as noise.
@@ -151,40 +184,67 @@ pub(super) struct ConvolveArgs {
     pub(super) min_count: u64,
 
     /// A spike stands this many standard deviations above the mean.
-    #[arg(long, value_name = "N", default_value_t = 4.0)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 4.0,
+        help_heading = "Advanced"
+    )]
     pub(super) spike_sigma: f64,
 
     /// Spikes are separated by a point under this many standard deviations.
-    #[arg(long, value_name = "S", default_value_t = 3.0)]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 3.0,
+        help_heading = "Advanced"
+    )]
     pub(super) gap_sigma: f64,
 
     /// Longest path, in hops; longer ones stop and are counted.
-    #[arg(long, value_name = "N", default_value_t = 24)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 24,
+        help_heading = "Advanced"
+    )]
     pub(super) max_depth: usize,
 
     /// Most times one hop may occur on a path (a cycle of coincidences stops there).
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    #[arg(long, value_name = "N", default_value_t = 3, help_heading = "Advanced")]
     pub(super) max_repeats: usize,
 
     /// Stop the search after this many correlations, counting the paths cut short.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20_000,
+        help_heading = "Advanced"
+    )]
     pub(super) max_correlations: u64,
 
     /// Show only the first N paths.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Output")]
     pub(super) top: Option<usize>,
 
     #[command(flatten)]
     pub(super) graphs: GraphArgs,
 
-    /// Write the paths and counts as JSON.
-    #[arg(long, value_name = "FILE")]
+    /// Write the paths and counts as JSON to FILE (`-`: stdout, the table then goes to
+    /// stderr).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(super) json: Option<PathBuf>,
 
+    /// Write a self-contained HTML report (`-`: stdout)
+    ///
     /// Write a self-contained HTML report: the path table, each path drawn with the
-    /// delay spikes at each node, what was read and skipped, and the clock alignment.
-    #[arg(long, value_name = "FILE")]
+    /// delay spikes at each node, what was read and skipped, and the clock alignment
+    /// (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(super) html: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub(super) input: InputArgs,
 }
 
 #[derive(Args)]
@@ -192,6 +252,8 @@ pub(super) struct EvalArgs {
     #[command(flatten)]
     pub(super) input: InputArgs,
 
+    /// Score call by call against a file of true parents
+    ///
     /// Score call by call against true parents in the assignments format instead of the
     /// truth column.
     #[arg(long, value_name = "FILE")]
@@ -201,14 +263,17 @@ pub(super) struct EvalArgs {
     #[arg(long, value_name = "K", default_value_t = 20)]
     pub(super) top_n: usize,
 
-    /// Also write the scores as JSON.
+    /// Also write the scores as JSON to FILE (`-`: stdout, the scores' table then goes
+    /// to stderr).
     #[arg(long, value_name = "FILE")]
     pub(super) json: Option<PathBuf>,
 
+    /// Start the joint search from the true parents: a bound on the search, not a result
+    ///
     /// Start the joint search from the true parents instead of the greedy answer (the
     /// model is then learned from them). What it still gets wrong, the model itself
     /// prefers wrong: a bound on what a better search could reach, not a result.
-    #[arg(long)]
+    #[arg(long, help_heading = "Advanced")]
     pub(super) start_from_truth: bool,
 
     #[command(flatten)]
@@ -217,46 +282,54 @@ pub(super) struct EvalArgs {
 
 #[derive(Args)]
 pub(super) struct NestArgs {
-    #[command(flatten)]
-    pub(super) input: InputArgs,
-
     /// Show only the first N patterns.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Output")]
     pub(super) top: Option<usize>,
 
     /// Order of the patterns, most first.
-    #[arg(long, value_enum, default_value_t = SortArg::Count)]
+    #[arg(long, value_enum, default_value_t = SortArg::Count, help_heading = "Output")]
     pub(super) sort: SortArg,
 
     /// Hide patterns seen fewer than N times.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Output")]
     pub(super) min_count: u64,
 
     #[command(flatten)]
     pub(super) graphs: GraphArgs,
 
-    /// Write the patterns, latency distributions and input counts as JSON.
-    #[arg(long, value_name = "FILE")]
+    /// Write the patterns, latency distributions and input counts as JSON to FILE (`-`:
+    /// stdout, the table then goes to stderr).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(super) json: Option<PathBuf>,
 
+    /// Write the parent chosen for every call, with its confidence, as TSV (`-`: stdout)
+    ///
     /// Write the parent chosen for every call (tab separated: sender receiver call_id
     /// call_time parent_sender parent_receiver parent_call_id, `-` for roots; then the
-    /// confidence of the choice, 0 to 1).
-    #[arg(long, value_name = "FILE")]
+    /// confidence of the choice, 0 to 1); `-`: stdout.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(super) assignments: Option<PathBuf>,
 
+    /// Write a self-contained HTML report (`-`: stdout)
+    ///
     /// Write a self-contained HTML report: the sortable pattern table, and for each
     /// pattern its call tree, the node that adds the most latency, a timeline and
-    /// latency histograms; then what was read and skipped, and the clock alignment.
-    #[arg(long, value_name = "FILE")]
+    /// latency histograms; then what was read and skipped, and the clock alignment
+    /// (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(super) html: Option<PathBuf>,
 
+    /// Write every path instance as an OpenTelemetry trace, in OTLP/JSON (`-`: stdout)
+    ///
     /// Write every inferred path instance as an OpenTelemetry trace in OTLP/JSON (one
     /// span per call, on the service it entered, parented to the call it was nested in),
-    /// for Jaeger, Grafana Tempo or an OpenTelemetry Collector to import.
-    #[arg(long, value_name = "FILE")]
+    /// for Jaeger, Grafana Tempo or an OpenTelemetry Collector to import (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(super) otlp: Option<PathBuf>,
 
+    /// Instead of the pattern table, show why CALL got its parent (a call id, or
+    /// "SENDER RECEIVER TIME")
+    ///
     /// Instead of the pattern table, show why CALL got its parent: its candidate
     /// parents with each one's scoreboard value, penalties and final score. CALL is a
     /// call id (every call carrying it), or "SENDER RECEIVER TIME" in one argument (the
@@ -265,21 +338,28 @@ pub(super) struct NestArgs {
     pub(super) explain: Option<String>,
 
     #[command(flatten)]
+    pub(super) input: InputArgs,
+
+    #[command(flatten)]
     pub(super) algorithm: AlgorithmArgs,
 }
 
 /// Where nest and convolve draw what they show.
 #[derive(Args)]
 pub(super) struct GraphArgs {
+    /// Write a Graphviz dot file per shown pattern or path into DIR
+    ///
     /// Write one Graphviz file per shown pattern or path (pattern-001.dot or
     /// path-001.dot, ...) into DIR, in the paper's style (Figure 8 for nest, Figure 9
     /// for convolve).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub(super) dot: Option<PathBuf>,
 
+    /// Write the graphs into DIR as dot files and SVG pictures (needs Graphviz)
+    ///
     /// Write the graphs into DIR as dot files and as SVG pictures drawn by Graphviz's
     /// `dot` (when it is not installed, the dot files only, and a note).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub(super) svg: Option<PathBuf>,
 }
 
@@ -288,7 +368,7 @@ pub(super) struct GraphArgs {
 #[derive(Args)]
 pub(super) struct InputArgs {
     /// Text traces or packet captures (pcap/pcapng, one per host; told apart by their
-    /// first bytes), merged into one trace.
+    /// first bytes; gzip'd or not; `-` for standard input), merged into one trace.
     #[arg(required = true, value_name = "FILE")]
     pub(super) files: Vec<PathBuf>,
 
@@ -301,63 +381,79 @@ pub(super) struct InputArgs {
 }
 
 #[derive(Args)]
-#[command(next_help_heading = "Captures (pcap/pcapng)")]
 pub(super) struct CaptureArgs {
+    /// Read connections to server PORT as protocol NAME whatever their content
+    /// (repeatable)
+    ///
     /// Read connections to server PORT as protocol NAME whatever their content
     /// (repeatable). NAME: tcp (request/response by turns), http (HTTP/1.x), http2
     /// (HTTP/2 and gRPC in cleartext: every stream a call), dns, onc-rpc, redis,
-    /// postgres, memcached, mysql (MySQL and MariaDB), tls (counted, read by turns), udp
-    /// (request/response by datagrams), stream (every segment a free-form message).
+    /// postgres, memcached, mysql (MySQL and MariaDB), tls (counted, read by turns),
+    /// udp (request/response by datagrams), stream (every segment a free-form message).
     /// Otherwise the port suggests a protocol (50051 http2, 3306 mysql, 443 tls, ...),
-    /// the client's first bytes confirm it (an HTTP/2 preface or h2c upgrade is known on
-    /// any port), and anything unrecognised is read by turns.
-    #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override)]
+    /// the client's first bytes confirm it (an HTTP/2 preface or h2c upgrade is known
+    /// on any port), and anything unrecognised is read by turns.
+    #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override, help_heading = "Captures (pcap/pcapng)")]
     pub(super) protocols: Vec<(u16, ProtocolName)>,
 
     /// Name the nodes: a file of `address name` lines. Without it a capture's own
     /// address is named after its host, other addresses stay numbers.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Captures (pcap/pcapng)")]
     pub(super) names: Option<PathBuf>,
 
     /// The host a capture was taken on (repeatable); default: the file name without
     /// its extension.
-    #[arg(long = "host", value_name = "NAME=FILE")]
+    #[arg(
+        long = "host",
+        value_name = "NAME=FILE",
+        help_heading = "Captures (pcap/pcapng)"
+    )]
     pub(super) hosts: Vec<String>,
 
+    /// What a node is: a host, a service (host:port) or a service's operation
+    ///
     /// What a node is: a host, or a service (host:port; the calls a host makes come
     /// from its one service when it serves on a single port), or a service and the
     /// operation called on it, in patterns (`catalog:50051[/shop.Catalog/GetItem]`;
     /// from the protocols that name operations, or a text trace's `op=`).
-    #[arg(long, value_enum, default_value_t = NodeByArg::Host)]
+    #[arg(long, value_enum, default_value_t = NodeByArg::Host, help_heading = "Captures (pcap/pcapng)")]
     pub(super) node_by: NodeByArg,
 
+    /// Ground truth for captures' calls, for eval (maketrace --pcap's truth.tsv)
+    ///
     /// Ground truth for captures: `call-id instance` lines (the `truth.tsv` that
     /// `maketrace --pcap` writes), read as the trace's truth column for `eval`.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Advanced")]
     pub(super) truth_ids: Option<PathBuf>,
 
+    /// Align the hosts' clocks from the TCP segments two captures share
+    ///
     /// Align the hosts' clocks from the TCP segments two captures share: hull (convex
     /// hulls, guaranteed bounds), regression (the offline-trace-sync paper's method) or
     /// off (each host keeps its own clock). Only with two or more captures.
-    #[arg(long, value_enum, value_name = "METHOD", default_value_t = AlignArg::Hull)]
+    #[arg(long, value_enum, value_name = "METHOD", default_value_t = AlignArg::Hull, help_heading = "Advanced")]
     pub(super) align: AlignArg,
 
+    /// Solve the clock corrections of all hosts together (where hosts form loops)
+    ///
     /// Where the graph of hosts has loops, solve every host's correction over all pairs
     /// together by weighted least squares (within its route's bounds) instead of along
     /// its shortest path: better when the pairs' errors are independent, worse when
     /// queueing biases them all one way.
-    #[arg(long)]
+    #[arg(long, help_heading = "Advanced")]
     pub(super) least_squares: bool,
 
+    /// Move receives that still come before their send forward, after alignment
+    ///
     /// After alignment, move receives that still come before their send (plus
     /// --min-latency) forward with the controlled logical clock: the events after them
     /// follow with a fading correction, those shortly before are smoothed toward the
     /// jump, and no send passes its receive. Also for text traces with both ends.
-    #[arg(long)]
+    #[arg(long, help_heading = "Advanced")]
     pub(super) repair: bool,
 
     /// The shortest time a message may take, for --repair.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration, requires = "repair")]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration, requires = "repair", help_heading = "Advanced")]
     pub(super) min_latency: Nanos,
 }
 
@@ -473,70 +569,102 @@ impl CaptureArgs {
 }
 
 #[derive(Args)]
-#[command(next_help_heading = "Algorithm (paper defaults)")]
 pub(super) struct AlgorithmArgs {
+    /// Parent choice: joint (learned per node), or paper (the paper's greedy choice)
+    ///
     /// Parent choice: `joint` improves the paper's greedy answer per node under a model
-    /// learned from the trace of what each call does while it is open (when it calls out
-    /// after its arrival, its previous call leaving or returning, when it answers, how
-    /// many calls of each kind it makes in which order), and gives a call that no call
-    /// encloses, where calls of its kind nearly always are enclosed, one of the calls open
-    /// when it left (a late timestamp; counted as "late returns"); `paper` is the paper's
-    /// greedy choice alone, for reproducing its results.
+    /// learned from the trace of what each call does while it is open (when it calls
+    /// out after its arrival, its previous call leaving or returning, when it answers,
+    /// how many calls of each kind it makes in which order), and gives a call that no
+    /// call encloses, where calls of its kind nearly always are enclosed, one of the
+    /// calls open when it left (a late timestamp; counted as "late returns"); `paper`
+    /// is the paper's greedy choice alone, for reproducing its results.
     #[arg(long, value_enum, default_value_t = AlgorithmArg::Joint)]
     pub(super) algorithm: AlgorithmArg,
 
     /// Loosen the test "parent encloses child" by this much, to tolerate clock skew
     /// between hosts when messages were seen at one end only (e.g. 30ms; paper §7.5.6).
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration, help_heading = "Advanced")]
     pub(super) skew_window: Nanos,
 
+    /// Let a call out of a node have a parent that did not wait for it
+    ///
     /// Let a call out of a node have a parent that did not wait for it: a call into the
-    /// node that was open when it left and answered before it returned (fire and forget),
-    /// or that answered at most DURATION before it left (write-back caches, queued work;
-    /// paper §5.3.1). Such a parent is kept only where the node's own sequences (how
-    /// often it answers without waiting, how long after an answer it calls on, to whom)
-    /// make it likelier than any other candidate by odds of 100 to 1; the others stay
-    /// roots, counted in the summary. With `eval`, the truth then gives such a call its
-    /// own path instance's call. Off (0) by default.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration)]
+    /// node that was open when it left and answered before it returned (fire and
+    /// forget), or that answered at most DURATION before it left (write-back caches,
+    /// queued work; paper §5.3.1). Such a parent is kept only where the node's own
+    /// sequences (how often it answers without waiting, how long after an answer it
+    /// calls on, to whom) make it likelier than any other candidate by odds of 100 to
+    /// 1; the others stay roots, counted in the summary. With `eval`, the truth then
+    /// gives such a call its own path instance's call. Off (0) by default.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration, help_heading = "Advanced")]
     pub(super) async_window: Nanos,
 
     /// Smooth each delay histogram with a Gaussian of this many bins (0 = off); helps
     /// with skewed clocks.
-    #[arg(long, value_name = "BINS", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "BINS",
+        default_value_t = 0.0,
+        help_heading = "Advanced"
+    )]
     pub(super) smooth: f64,
 
+    /// Overlapping-child penalty exponent (paper §5.1.1.3)
+    ///
     /// Overlapping-child penalty exponent x: a parent's score is multiplied by (1+n)^-x
     /// where n of its children already overlap the call in time.
-    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    #[arg(
+        long,
+        value_name = "X",
+        default_value_t = 2.0,
+        help_heading = "Advanced"
+    )]
     pub(super) overlap_penalty: f64,
 
     /// Same-child penalty exponent y: (1+n)^-y for n children already calling the same node.
-    #[arg(long, value_name = "Y", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "Y",
+        default_value_t = 0.0,
+        help_heading = "Advanced"
+    )]
     pub(super) same_penalty: f64,
 
     /// Generic-child penalty exponent z: (1+n)^-z for n children already assigned.
-    #[arg(long, value_name = "Z", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "Z",
+        default_value_t = 0.0,
+        help_heading = "Advanced"
+    )]
     pub(super) generic_penalty: f64,
 
     /// Ratio between successive delay bins of the scoreboard.
-    #[arg(long, value_name = "RATIO", default_value_t = 1.05)]
+    #[arg(
+        long,
+        value_name = "RATIO",
+        default_value_t = 1.05,
+        help_heading = "Advanced"
+    )]
     pub(super) bin_base: f64,
 
     /// Delays below this share the first bin.
-    #[arg(long, value_name = "DURATION", default_value = "1us", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1us", value_parser = duration, help_heading = "Advanced")]
     pub(super) bin_floor: Nanos,
 
     /// Delays above this share the last bin.
-    #[arg(long, value_name = "DURATION", default_value = "7200s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "7200s", value_parser = duration, help_heading = "Advanced")]
     pub(super) bin_ceiling: Nanos,
 
+    /// Calls out of a node that the joint choice learns its starts on (0: all)
+    ///
     /// With the joint choice, settle its three starts on the first N calls out of each node
     /// and carry the end kept over the rest (learning the model again from all of them), and
     /// where an instant with no call open across it leaves N calls out on each side, settle
     /// those after it on the other core: the same answers on nodes with no more than N calls
     /// out, and up to three times faster on large busy ones. 0 settles every start on every call.
-    #[arg(long, value_name = "N", default_value_t = blackbox::nesting::joint::LEARN_WINDOW)]
+    #[arg(long, value_name = "N", default_value_t = blackbox::nesting::joint::LEARN_WINDOW, help_heading = "Advanced")]
     pub(super) learn_window: usize,
 }
 

@@ -312,7 +312,7 @@ fn input_notes(files: &[PathBuf], loaded: &Loaded, summary: Vec<u8>) -> report::
 }
 
 fn describe(files: &[PathBuf]) -> String {
-    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let names: Vec<String> = files.iter().map(|f| source::name(f).to_string()).collect();
     names.join(", ")
 }
 

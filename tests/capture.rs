@@ -629,3 +629,30 @@ fn convolve_reads_captures_and_finds_the_delay_at_web() {
         "{line}"
     );
 }
+
+#[test]
+fn an_own_address_only_guessed_says_so_and_names_fix_it() {
+    // cache talks to app alone: both addresses are ends of every packet, and with no
+    // other capture to claim app's, the choice is a guess.
+    let (_, stderr) = outputs_of(blackbox().args(["records", "traces/shop/cache.pcap"]));
+    assert!(
+        stderr.contains("(host cache, own address 10.77.0.30, a guess: two addresses are ends of as many packets; if it is wrong, give the right one with --names FILE, a line `ADDRESS cache`)"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let names = dir.path().join("names");
+    std::fs::write(&names, "10.77.0.40 cache\n").unwrap();
+    let (_, stderr) = outputs_of(
+        blackbox()
+            .args(["records", "--names"])
+            .arg(&names)
+            .arg("traces/shop/cache.pcap"),
+    );
+    assert!(
+        stderr.contains("(host cache, own address 10.77.0.40): "),
+        "{stderr}"
+    );
+    // With the other captures, app's address is claimed: no guess.
+    let (_, stderr) = outputs_of(blackbox().arg("records").args(shop_captures()));
+    assert!(!stderr.contains("a guess"), "{stderr}");
+}

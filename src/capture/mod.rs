@@ -127,6 +127,8 @@ pub struct HostCapture {
     pub stopped: Option<file::Stopped>,
     /// The capturing host's own addresses, as far as the traffic tells.
     pub local: BTreeSet<IpAddr>,
+    /// Why `local` is only a guess, when it is: the user should name the hosts.
+    pub local_uncertain: Option<Uncertain>,
     /// Packets per address pair, from which `local` is decided.
     pairs: BTreeMap<(IpAddr, IpAddr), u64>,
     /// The TCP segments seen, by route, when [`CaptureOptions::clock_stamps`] asks.
@@ -259,6 +261,7 @@ pub fn read_capture<R: Read + Send>(
         stats,
         stopped,
         local: local_addresses(&pairs, &BTreeSet::new()).0,
+        local_uncertain: None,
         pairs,
         stamps,
         endpoints: followed.endpoints,
@@ -380,24 +383,94 @@ fn read_segments<R: Read + Send>(
 /// Decides every capture's own addresses together. A host that talks to one peer only
 /// (a cache behind one application server) sees that peer in exactly as many packets as
 /// itself; the tie is broken by the other captures: the peer is the one another capture
-/// shows, unambiguously, to be its own.
-pub fn decide_local_addresses(captures: &mut [HostCapture]) {
+/// shows, unambiguously, to be its own. Where nothing breaks it, or a capture holds too
+/// few packets, the choice is marked a guess ([`Uncertain`]). Addresses that `names`
+/// gives a capture's host name are its own, whatever the traffic says.
+pub fn decide_local_addresses(captures: &mut [HostCapture], names: &BTreeMap<IpAddr, String>) {
     let first: Vec<(BTreeSet<IpAddr>, bool)> = captures
         .iter()
         .map(|c| local_addresses(&c.pairs, &BTreeSet::new()))
         .collect();
     for (index, capture) in captures.iter_mut().enumerate() {
-        if !first[index].1 {
-            capture.local = first[index].0.clone();
+        let packets: u64 = capture.pairs.values().sum();
+        let mut tied = first[index].1;
+        capture.local = first[index].0.clone();
+        if tied {
+            let claimed: BTreeSet<IpAddr> = first
+                .iter()
+                .enumerate()
+                .filter(|&(other, (_, tied))| other != index && !tied)
+                .flat_map(|(_, (local, _))| local.iter().copied())
+                .collect();
+            // The tie is broken by evidence only when another capture claims one of
+            // this capture's addresses; otherwise the lowest address wins, a guess.
+            tied = !capture
+                .pairs
+                .keys()
+                .any(|(a, b)| claimed.contains(a) || claimed.contains(b));
+            capture.local = local_addresses(&capture.pairs, &claimed).0;
+        }
+        // Addresses `--names` gives the capture's host name are its own, whatever the
+        // traffic suggests: the way out of a wrong guess.
+        let named: BTreeSet<IpAddr> = names
+            .iter()
+            .filter(|(address, name)| {
+                **name == capture.host
+                    && capture
+                        .pairs
+                        .keys()
+                        .any(|(a, b)| a == *address || b == *address)
+            })
+            .map(|(address, _)| *address)
+            .collect();
+        if !named.is_empty() {
+            capture.local = named;
+            capture.local_uncertain = None;
             continue;
         }
-        let claimed: BTreeSet<IpAddr> = first
-            .iter()
-            .enumerate()
-            .filter(|&(other, (_, tied))| other != index && !tied)
-            .flat_map(|(_, (local, _))| local.iter().copied())
-            .collect();
-        capture.local = local_addresses(&capture.pairs, &claimed).0;
+        capture.local_uncertain = if packets > 0 && packets < FEW_PACKETS {
+            Some(Uncertain::FewPackets(packets))
+        } else if tied {
+            Some(Uncertain::Tie)
+        } else {
+            None
+        };
+    }
+}
+
+/// Fewer IP packets than this tell a host's own address only weakly.
+const FEW_PACKETS: u64 = 20;
+
+/// Why a capture's own address is only a guess.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncertain {
+    /// Two addresses are ends of as many packets, and no other capture claims either.
+    Tie,
+    /// Too few packets to tell.
+    FewPackets(u64),
+}
+
+impl std::fmt::Display for Uncertain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uncertain::Tie => f.write_str("two addresses are ends of as many packets"),
+            Uncertain::FewPackets(n) => write!(f, "only {n} IP packets"),
+        }
+    }
+}
+
+/// Whether `address` can be a host's own: broadcast, multicast and unspecified
+/// addresses are ends of packets but never a capturing host's address. (An address
+/// ending in .255 is a subnet's broadcast under every mask of /24 or wider.)
+fn can_be_own(address: IpAddr) -> bool {
+    match address {
+        IpAddr::V4(v4) => {
+            !(v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_unspecified()
+                || v4.octets()[3] == 255)
+        }
+        IpAddr::V6(v6) => !(v6.is_multicast() || v6.is_unspecified()),
     }
 }
 
@@ -423,9 +496,10 @@ fn local_addresses(
             if local.contains(&a) || local.contains(&b) {
                 continue;
             }
-            *counts.entry(a).or_default() += n;
-            if a != b {
-                *counts.entry(b).or_default() += n;
+            for end in [a, b] {
+                if can_be_own(end) && (end != b || a != b) {
+                    *counts.entry(end).or_default() += n;
+                }
             }
         }
         // Most packets first; ties to an unclaimed address, then to the lowest, so the
@@ -459,7 +533,7 @@ pub fn read_captures(
             read_capture(&path, host_name(&path, options), input, options)
         })
         .collect::<Result<_, _>>()?;
-    decide_local_addresses(&mut captures);
+    decide_local_addresses(&mut captures, &options.names);
     Ok(captures)
 }
 
@@ -684,4 +758,45 @@ pub fn parse_protocol_override(text: &str) -> Result<(u16, ProtocolName), String
         format!("unknown protocol `{name}` (known: {})", known.join(", "))
     })?;
     Ok((port, protocol))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str, u64)]) -> BTreeMap<(IpAddr, IpAddr), u64> {
+        list.iter()
+            .map(|(a, b, n)| ((a.parse().unwrap(), b.parse().unwrap()), *n))
+            .collect()
+    }
+
+    fn own(list: &[(&str, &str, u64)]) -> Vec<String> {
+        let (local, _) = local_addresses(&pairs(list), &BTreeSet::new());
+        local.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn broadcast_and_multicast_addresses_are_never_a_hosts_own() {
+        // The subnet's broadcast address sorts first and is an end of every packet.
+        assert_eq!(own(&[("10.0.1.3", "10.0.0.255", 40)]), ["10.0.1.3"]);
+        assert_eq!(own(&[("10.0.1.3", "255.255.255.255", 40)]), ["10.0.1.3"]);
+        assert_eq!(
+            own(&[
+                ("192.168.1.9", "224.0.0.251", 90),
+                ("192.168.1.9", "192.168.1.20", 10)
+            ]),
+            ["192.168.1.9"]
+        );
+        assert_eq!(own(&[("fe80::9", "ff02::fb", 50)]), ["fe80::9"]);
+    }
+
+    #[test]
+    fn unicast_addresses_can_be_a_hosts_own() {
+        for address in ["10.0.0.1", "10.0.0.254", "fe80::1", "2001:db8::255"] {
+            assert!(can_be_own(address.parse().unwrap()), "{address}");
+        }
+        for address in ["0.0.0.0", "239.255.255.250", "10.1.2.255", "::", "ff05::2"] {
+            assert!(!can_be_own(address.parse().unwrap()), "{address}");
+        }
+    }
 }

@@ -91,6 +91,8 @@ pub struct CaptureRead {
     pub host: String,
     /// The host's own addresses, as far as the traffic tells.
     pub local: Vec<IpAddr>,
+    /// Why `local` is only a guess, when it is.
+    pub local_uncertain: Option<capture::Uncertain>,
     /// Counts of what was read and set aside.
     pub stats: FileStats,
 }
@@ -339,6 +341,7 @@ fn add_captures(
             path: host.path,
             host: host.host,
             local: host.local.into_iter().collect(),
+            local_uncertain: host.local_uncertain,
             stats: host.stats,
         })
         .collect();

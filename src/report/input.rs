@@ -12,9 +12,16 @@ use std::path::Path;
 pub fn write_captures(input: &Input, out: &mut dyn Write) -> io::Result<()> {
     for capture in &input.captures {
         let own: Vec<String> = capture.local.iter().map(|a| a.to_string()).collect();
+        let guess = match capture.local_uncertain {
+            Some(why) => format!(
+                ", a guess: {why}; if it is wrong, give the right one with --names FILE, a line `ADDRESS {}`",
+                capture.host
+            ),
+            None => String::new(),
+        };
         writeln!(
             out,
-            "{} (host {}, own address {}): {}",
+            "{} (host {}, own address {}{guess}): {}",
             crate::input::source::name(&capture.path),
             capture.host,
             if own.is_empty() {

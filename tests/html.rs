@@ -10,6 +10,11 @@ mod support;
 use support::needs::{self, run};
 use support::{blackbox, shop_captures};
 
+/// The rows of the table that starts with `start`.
+fn tbody_of<'a>(html: &'a str, start: &str) -> &'a str {
+    tbody(html.split(start).nth(1).expect("the table is on the page"))
+}
+
 /// The rows of the page's (first) table.
 fn tbody(html: &str) -> &str {
     html.split("<tbody>")
@@ -32,8 +37,10 @@ fn html_of(dir: &Path, command: &str, args: &[String]) -> PathBuf {
     page
 }
 
-/// Nothing on the page is fetched: no external scripts, styles, fonts or images.
+/// Nothing on the page is fetched: no external scripts, styles, fonts or images. (SVG's
+/// namespace is a name, not an address that is fetched.)
 fn assert_self_contained(html: &str) {
+    let html = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
     for needle in ["<link", " src=", "url(", "@import", "http://", "https://"] {
         assert!(
             !html.contains(needle),
@@ -73,12 +80,37 @@ fn the_nesting_page_is_self_contained_and_shows_every_shown_pattern() {
             .count(),
         sections
     );
-    assert_eq!(html.matches("<svg class=\"timeline\"").count(), sections);
-    assert!(html.matches("<svg class=\"histogram\"").count() >= sections);
-    // The input summary and the clock alignment of the captures.
-    assert!(html.contains("read 25431 packets from 5 captures"));
-    assert!(html.contains("skipped 47: ICMP"));
+    // A pattern of many requests: a typical timeline, its slowest requests each as
+    // a timeline, latency over time and histograms; a pattern of one: its request.
+    let counts: Vec<u64> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    let many = counts.iter().take(40).filter(|&&c| c > 1).count();
+    let single = counts.iter().take(40).filter(|&&c| c == 1).count();
+    assert!(many >= 3 && single >= 1, "{counts:?}");
+    let timelines = html.matches("<div class=\"chart timeline\"><svg").count();
+    assert_eq!(timelines, many * 4 + single);
+    assert_eq!(html.matches("<h3>Its one request</h3>").count(), single);
+    assert_eq!(
+        html.matches("<div class=\"chart over-time\"><svg").count(),
+        many
+    );
+    assert!(html.matches("<div class=\"chart histogram\"><svg").count() >= many * 3);
+    assert!(!html.contains("not drawn"));
+    // The input summary, each capture in a table row, the clock alignment as a table.
+    assert!(html.contains("<li>read 25431 packets from 5 captures"));
+    assert!(html.contains("47 ICMP<br>"));
     assert!(html.contains("<section id=\"alignment\">"));
+    assert_eq!(
+        tbody_of(&html, "<table class=\"captures\">")
+            .matches("<tr>")
+            .count(),
+        5
+    );
+    let alignment = html.split("<section id=\"alignment\">").nth(1).unwrap();
+    assert_eq!(tbody(alignment).matches("<tr>").count(), 5);
 }
 
 fn names_on_the_page_are_escaped() {
@@ -92,7 +124,7 @@ fn names_on_the_page_are_escaped() {
     let page = html_of(dir.path(), "nest", &[trace.to_str().unwrap().to_owned()]);
     let html = std::fs::read_to_string(page).unwrap();
     assert!(!html.contains("<script>alert"), "a node name became markup");
-    assert!(html.contains("&lt;script&gt;alert&#39;x&#39;&lt;/script&gt;-&gt;b&amp;c(d&quot;e)"));
+    assert!(html.contains("&lt;script&gt;alert'x'&lt;/script&gt;-&gt;b&amp;c(d&quot;e)"));
 }
 
 fn the_convolution_page_draws_each_path_with_its_delay_spikes() {
@@ -105,7 +137,7 @@ fn the_convolution_page_draws_each_path_with_its_delay_spikes() {
     let html = std::fs::read_to_string(page).unwrap();
     assert_self_contained(&html);
     assert!(html.contains("source-&gt;relay-&gt;processor-&gt;sink"));
-    assert_eq!(html.matches("<svg class=\"chain\"").count(), 2);
+    assert_eq!(html.matches("<div class=\"chart chain\"><svg").count(), 2);
     // The 20 ms spike at relay, as in the table.
     assert!(html.contains("20.02 ms × "), "no delay spike label");
 }
@@ -208,7 +240,7 @@ fn the_convolution_report_renders_in_headless_chromium() {
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("convolve-report.png");
     let (dom, log) = render(&browser, &page, "", &screenshot);
     assert_rendered_cleanly(&dom, &log);
-    assert!(dom.contains("<svg class=\"chain\""));
+    assert!(dom.contains("<div class=\"chart chain\"><svg"));
 }
 
 fn the_nesting_page_shows_each_nodes_operations_and_error_rate() {

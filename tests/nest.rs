@@ -206,11 +206,11 @@ fn dot_of_figure_2_labels_nodes_with_latency_and_edges_with_delay() {
         .success();
     let dot = std::fs::read_to_string(dir.path().join("pattern-001.dot")).unwrap();
     for expected in [
-        r#"caller -> n0 [label="1 × 10.00 s total"]"#,
-        r#"n0[label="B\n10.00 s"]"#,
-        r#"n0 -> n1 [label="2.000 s"]"#,
-        r#"n0 -> n2 [label="6.000 s"]"#,
-        r#"n2[label="D\n2.000 s"]"#,
+        r#"caller -> n0 [label="1 request, 10.00 s in all"]"#,
+        r##"n0[label="B\n10.00 s, 6.000 s own\nadds the most" color="#d93025""##,
+        r#"n0 -> n1 [label="called after 2.000 s"]"#,
+        r#"n0 -> n2 [label="called after 6.000 s"]"#,
+        r#"n2[label="D\n2.000 s, 2.000 s own"]"#,
     ] {
         assert!(dot.contains(expected), "missing {expected} in\n{dot}");
     }

@@ -302,12 +302,23 @@ fn draw(graphs: &GraphArgs, write_dots: impl Fn(&Path) -> io::Result<Vec<PathBuf
 /// What the HTML report says about the input: the files, the run summary and what
 /// loading reported.
 fn input_notes(files: &[PathBuf], loaded: &Loaded, summary: Vec<u8>) -> report::html::InputNotes {
+    let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
     report::html::InputNotes {
-        files: files.iter().map(|f| f.display().to_string()).collect(),
-        summary: String::from_utf8_lossy(&summary).into_owned(),
-        captures: loaded.captures.clone(),
-        warnings: loaded.warnings.clone(),
-        alignment: loaded.alignment.clone(),
+        files: files.iter().map(|f| source::name(f).to_string()).collect(),
+        summary: lines(&String::from_utf8_lossy(&summary)),
+        captures: loaded.input.captures.clone(),
+        notes: loaded
+            .input
+            .repair
+            .as_ref()
+            .map(|repaired| {
+                let mut line = Vec::new();
+                let _ = report::input::write_repair(repaired, &mut line);
+                lines(&String::from_utf8_lossy(&line))
+            })
+            .unwrap_or_default(),
+        warnings: lines(&loaded.warnings),
+        alignment: loaded.input.alignment.clone(),
     }
 }
 
@@ -316,15 +327,11 @@ fn describe(files: &[PathBuf]) -> String {
     names.join(", ")
 }
 
-/// The input and what reading it reported, in words.
+/// The input, and the warnings reading it gave.
 struct Loaded {
     input: Input,
-    /// Per-capture summaries and the repair line, as printed on stderr.
-    captures: String,
     /// Warnings, one per line, printed even with `--quiet`.
     warnings: String,
-    /// The clock alignment table, when captures were aligned.
-    alignment: Option<String>,
 }
 
 /// [`load`] for nest, eval and convolve.
@@ -343,7 +350,7 @@ fn load(files: &[PathBuf], options: &input::InputOptions, quiet: bool) -> Result
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     };
     let warnings = text(&|w| report::input::write_warnings(&input, w))?;
-    let mut captures = text(&|w| report::input::write_captures(&input, w))?;
+    let captures = text(&|w| report::input::write_captures(&input, w))?;
     let alignment = input
         .alignment
         .as_ref()
@@ -365,13 +372,7 @@ fn load(files: &[PathBuf], options: &input::InputOptions, quiet: bool) -> Result
             stderr.write_all(line.as_bytes())?;
         }
     }
-    captures.extend(repair);
-    Ok(Loaded {
-        input,
-        captures,
-        warnings,
-        alignment,
-    })
+    Ok(Loaded { input, warnings })
 }
 
 /// Writes through a buffer to `path`, or to stdout for `None` or `-`; errors name the

@@ -1,7 +1,10 @@
 //! Graphviz dot, one graph per pattern, in the style of the paper's Figure 8: the first
-//! edge carries the pattern's count and total latency, each node its name and mean
-//! latency (children included), each further edge the mean call delay.
+//! edge carries the pattern's count and total latency, each node its name, mean latency
+//! (children included) and own time, each further edge the mean call delay, every
+//! number with its unit and what it is. The node that adds the most latency (the most
+//! own time, [`super::own_time`]) is drawn in red.
 
+use super::own_time::{hottest, mean_own_times, own_times};
 use super::{NestReport, Render};
 use crate::nesting::{Pattern, Summary};
 use crate::trace::time::human_duration;
@@ -63,24 +66,43 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
             ],
         )),
     ];
+    let own = mean_own_times(&own_times(pattern));
+    let hot = hottest(&own);
     for (i, position) in pattern.positions.iter().enumerate() {
         let latency = human_duration(Summary::of(&position.latencies).mean);
-        let label = format!("{}\n{latency}", name(position.node));
-        stmts.push(Stmt::Node(Node::new(
-            node_id(&format!("n{i}")),
-            vec![attr("label", &label)],
-        )));
+        let mut label = format!(
+            "{}\n{latency}, {} own",
+            name(position.node),
+            human_duration(own[i])
+        );
+        let mut attributes = Vec::new();
+        if i == hot {
+            label.push_str("\nadds the most");
+            attributes.extend([
+                attr("color", "#d93025"),
+                attr("fontcolor", "#d93025"),
+                attr("penwidth", "2"),
+                attr("style", "filled"),
+                attr("fillcolor", "#fdecea"),
+            ]);
+        }
+        attributes.insert(0, attr("label", &label));
+        stmts.push(Stmt::Node(Node::new(node_id(&format!("n{i}")), attributes)));
     }
     let first = format!(
-        "{} × {} total",
+        "{} request{}, {} in all",
         pattern.count(),
+        if pattern.count() == 1 { "" } else { "s" },
         human_duration(pattern.total_latency() as f64)
     );
     stmts.push(edge("caller", "n0", &first));
     for (i, position) in pattern.positions.iter().enumerate() {
         for &child in &position.children {
             let position = &pattern.positions[child as usize];
-            let mut delay = human_duration(Summary::of(&position.call_delays).mean);
+            let mut delay = format!(
+                "called after {}",
+                human_duration(Summary::of(&position.call_delays).mean)
+            );
             // A call its parent did not wait for is marked: the signature cannot say.
             if 2 * position.unawaited > position.latencies.len() as u64 {
                 delay.push_str(", not awaited");

@@ -12,6 +12,7 @@ pub mod html;
 pub mod input;
 pub mod json;
 pub mod otlp;
+pub mod own_time;
 pub mod paths;
 pub mod summary;
 pub mod svg;

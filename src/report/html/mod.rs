@@ -1,8 +1,9 @@
 //! The HTML report (`--html FILE`): one self-contained page — inline CSS, inline SVG and
 //! a few lines of script for sorting; no fonts, images or scripts fetched, so it opens
-//! offline and can be mailed. Owns the page frame and the input section shared by the
-//! nesting page ([`patterns`]) and the convolution page ([`paths`]); the numbers come
-//! from the algorithms.
+//! offline and can be mailed. The page is written with maud's templates, which escape
+//! every value; the charts are plotters' ([`charts`]). Owns the page frame and the input
+//! section shared by the nesting page ([`patterns`]) and the convolution page
+//! ([`paths`]); the numbers come from the algorithms.
 
 pub mod charts;
 mod paths;
@@ -11,6 +12,11 @@ mod patterns;
 pub use paths::write_convolution;
 pub use patterns::write_nesting;
 
+use crate::align::fit::Quality;
+use crate::align::Alignment;
+use crate::input::CaptureRead;
+use crate::trace::time::human_duration;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use std::io::{self, Write};
 
 /// What reading the input reported, shown at the foot of the page.
@@ -18,85 +24,168 @@ use std::io::{self, Write};
 pub struct InputNotes {
     /// The files read, as the user named them.
     pub files: Vec<String>,
-    /// The run summary (what was read, skipped and why, what the algorithm found).
-    pub summary: String,
-    /// Per-capture lines (packets, protocols, skipped packets by reason).
-    pub captures: String,
+    /// The run summary's lines (what was read, skipped and why, what the algorithm
+    /// found).
+    pub summary: Vec<String>,
+    /// What each capture held.
+    pub captures: Vec<CaptureRead>,
+    /// Other lines of what reading reported (the causality repair).
+    pub notes: Vec<String>,
     /// Warnings.
-    pub warnings: String,
-    /// The clock alignment table, when captures were aligned.
-    pub alignment: Option<String>,
-}
-
-/// Escapes text for HTML and SVG, in content and in quoted attributes.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    pub warnings: Vec<String>,
+    /// The clock alignment, when captures were aligned.
+    pub alignment: Option<Alignment>,
 }
 
 /// Writes a whole page around `body`.
-fn write_page(out: &mut dyn Write, title: &str, body: &str) -> io::Result<()> {
-    write!(
-        out,
-        r#"<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="blackbox {version}">
-<title>{title}</title>
-<script>{ERRORS}</script>
-<style>{STYLE}</style>
-</head>
-<body>
-{body}
-<footer>Made by blackbox {version} from packet captures and traces alone: every parent link is inferred, none is instrumented.</footer>
-<script>{SCRIPT}</script>
-</body>
-</html>
-"#,
-        version = env!("CARGO_PKG_VERSION"),
-        title = escape(title),
-    )
+fn write_page(out: &mut dyn Write, title: &str, body: Markup) -> io::Result<()> {
+    let version = env!("CARGO_PKG_VERSION");
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="generator" content={ "blackbox " (version) };
+                title { (title) }
+                script { (PreEscaped(ERRORS)) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                (body)
+                footer { "Made by blackbox " (version) " from packet captures and traces alone: every parent link is inferred, none is instrumented." }
+                script { (PreEscaped(SCRIPT)) }
+            }
+        }
+    };
+    out.write_all(page.into_string().as_bytes())?;
+    writeln!(out)
 }
 
-/// The input section: files, summary, captures, warnings, alignment.
-fn input_section(notes: &InputNotes) -> String {
-    let mut html = String::from(r#"<section id="input"><h2>Input</h2>"#);
-    html.push_str("<p>Files: ");
-    let files: Vec<String> = notes
-        .files
-        .iter()
-        .map(|f| format!("<code>{}</code>", escape(f)))
-        .collect();
-    html.push_str(&files.join(", "));
-    html.push_str(".</p><p class=\"hint\">Every packet, line or message that was set aside is counted here with its reason.</p>");
-    let text = format!("{}{}", notes.summary, notes.captures);
-    html.push_str(&format!("<pre>{}</pre>", escape(text.trim_end())));
-    if !notes.warnings.is_empty() {
-        html.push_str(&format!(
-            "<pre class=\"warning\">{}</pre>",
-            escape(notes.warnings.trim_end())
-        ));
+/// The input section: files, summary, captures, warnings; then the clock alignment.
+fn input_section(notes: &InputNotes) -> Markup {
+    html! {
+        section id="input" {
+            h2 { "Input" }
+            p {
+                "Files: "
+                @for (i, file) in notes.files.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (file) }
+                }
+                "."
+            }
+            p.hint { "Every packet, line or message that was set aside is counted here with its reason." }
+            ul.summary {
+                @for line in &notes.summary { li { (line) } }
+                @for line in &notes.notes { li { (line) } }
+            }
+            @if !notes.captures.is_empty() { (captures_table(&notes.captures)) }
+            @for warning in &notes.warnings { p.warning { (warning) } }
+        }
+        @if let Some(alignment) = &notes.alignment { (alignment_section(alignment)) }
     }
-    html.push_str("</section>");
-    if let Some(table) = &notes.alignment {
-        html.push_str(&format!(
-            "<section id=\"alignment\"><h2>Clock alignment</h2><p class=\"hint\">Each host's clock against the reference, from TCP segments seen in both captures; the bound is how far the true offset can be from the estimate.</p><pre>{}</pre></section>",
-            escape(table.trim_end())
-        ));
+}
+
+/// One row per capture: what it held and what was set aside.
+fn captures_table(captures: &[CaptureRead]) -> Markup {
+    html! {
+        div.table-wrap {
+            table.captures {
+                thead { tr {
+                    th.text { "capture" } th.text { "host" } th.text { "own address" }
+                    th { "packets" } th { "TCP" } th { "UDP" } th { "messages" }
+                    th.text { "by protocol" } th { "connections" } th.text { "set aside" }
+                } }
+                tbody {
+                    @for capture in captures {
+                        @let stats = &capture.stats;
+                        tr {
+                            td.text { code { (crate::input::source::name(&capture.path)) } }
+                            td.text { (capture.host) }
+                            td.text {
+                                @for (i, address) in capture.local.iter().enumerate() {
+                                    @if i > 0 { ", " }
+                                    (address)
+                                }
+                                @if capture.local.is_empty() { "unknown" }
+                                @if let Some(why) = capture.local_uncertain {
+                                    br; span.guess { "a guess: " (why) }
+                                }
+                            }
+                            td { (stats.packets) } td { (stats.tcp) } td { (stats.udp) }
+                            td { (stats.total_messages()) }
+                            td.text {
+                                @for (i, (protocol, n)) in stats.messages.iter().enumerate() {
+                                    @if i > 0 { ", " }
+                                    (protocol) " " (n)
+                                }
+                            }
+                            td { (stats.tcp_flows) }
+                            td.text {
+                                @for (reason, n) in &stats.skipped { (n) " " (reason) br; }
+                                @for (what, n) in &stats.housekeeping { (n) " " (what) " (housekeeping)" br; }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
-    html
+}
+
+/// The clock alignment as a table: per host its offset and drift against the
+/// reference, the bound, quality, samples and route.
+fn alignment_section(alignment: &Alignment) -> Markup {
+    let pairing = &alignment.pairing;
+    html! {
+        section id="alignment" {
+            h2 { "Clock alignment" }
+            p.hint {
+                "Each host's clock against the reference"
+                @if let Some(reference) = &alignment.reference { " (" b { (reference) } ")" }
+                ", from TCP segments seen in both captures; the bound is how far the true offset can be from the estimate. Offset = host clock − reference clock."
+            }
+            div.table-wrap { table {
+                thead { tr {
+                    th.text { "host" } th { "offset" } th { "drift" } th { "bound" }
+                    th.text { "quality" } th { "samples" } th.text { "via" }
+                } }
+                tbody {
+                    @for host in &alignment.hosts {
+                        tr {
+                            td.text { (host.host) }
+                            @if host.reference {
+                                td { "reference" } td {} td {} td.text {} td {} td.text {}
+                            } @else if host.quality == Quality::Absent {
+                                td { "–" } td { "–" } td { "–" } td.text { "unaligned" } td {} td.text {}
+                            } @else {
+                                td { (signed_duration(host.offset_ns)) }
+                                td { (format!("{:+.3} ppm", host.drift_ppm)) }
+                                td { @match host.bound_ns {
+                                    Some(bound) => { "±" (human_duration(bound)) }
+                                    None => { "one-sided" }
+                                } }
+                                td.text { (host.quality) }
+                                td { (host.samples) }
+                                td.text { (host.via.join(" → ")) }
+                            }
+                        }
+                    }
+                }
+            } }
+            p.hint { (format!(
+                "{} segment ends between captured hosts, {} matched at both ends; left out: {} repeated (retransmissions), {} seen at one end only.",
+                pairing.segments, pairing.matched, pairing.repeated, pairing.one_ended
+            )) }
+        }
+    }
+}
+
+/// A duration with its sign (`+10.00 s`, `−1.432 µs`).
+fn signed_duration(nanos: f64) -> String {
+    let sign = if nanos < 0.0 { "−" } else { "+" };
+    format!("{sign}{}", human_duration(nanos.abs()))
 }
 
 /// Records script errors before anything else runs, so a test (or a curious user) can
@@ -193,28 +282,19 @@ ul.tree ul li::before { content: ""; position: absolute; left: -14px; top: 0; bo
 .ops.err { color: var(--hot); font-weight: 600; }
 .call .badge { color: #fff; background: var(--hot); border-radius: 10px; padding: 0 7px; font-size: 11px; margin-left: 8px; }
 svg { display: block; max-width: 100%; height: auto; }
-svg text { font: 11.5px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: var(--ink); }
-svg .tick { fill: var(--muted); font-size: 10.5px; }
-svg .grid { stroke: #eaeef2; }
-.timeline .bar rect { fill: var(--bar); }
-.timeline .bar rect.own { fill: var(--own); }
-.timeline .bar.hot rect { fill: var(--hot); }
-.timeline .bar.hot rect.own { fill: #7a1610; }
-.timeline .value { fill: var(--muted); font-size: 10.5px; }
 .hists { display: flex; flex-wrap: wrap; gap: 10px 18px; }
 .hists figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 6px 8px; }
 .hists figure.hot { border-color: var(--hot); }
 .hists figcaption { font-size: 12.5px; }
 .hists figcaption span { color: var(--muted); }
-.histogram rect { fill: var(--bar); }
-.histogram line.mean { stroke: var(--ink); stroke-width: 1.5; }
-.histogram line.p90 { stroke: var(--hot); stroke-dasharray: 3 2; stroke-width: 1.5; }
-.chain .node rect { fill: #fff; stroke: var(--ink); }
-.chain .hop line { stroke: var(--muted); stroke-width: 1.5; }
-.chain .hop polygon { fill: var(--muted); }
-.chain .delay { fill: var(--hot); font-weight: 600; }
-.chain .count { fill: var(--muted); font-size: 10.5px; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
+ul.summary { font-size: 13.5px; padding-left: 20px; }
+p.warning { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; padding: 6px 10px; }
+table.captures td.text { font-size: 12.5px; }
+.guess { color: var(--hot); font-size: 12px; }
+.chart { margin: 6px 0; }
+.slowest { display: grid; gap: 4px; }
+.slowest h4 { margin: 10px 0 0; font-size: 13.5px; font-weight: 600; }
 "#;
 
 #[cfg(test)]
@@ -222,10 +302,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escaping_covers_markup_and_quotes() {
-        assert_eq!(
-            escape(r#"<a href="x">'&'</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
-        );
+    fn signed_durations_keep_their_sign() {
+        assert_eq!(signed_duration(-1432.0), "−1.432 µs");
+        assert!(signed_duration(10e9).starts_with('+'));
     }
 }

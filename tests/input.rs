@@ -128,6 +128,30 @@ fn a_capture_without_packets_says_it_holds_none() {
 }
 
 #[test]
+fn align_says_when_there_is_nothing_to_align() {
+    let dir = tempfile::tempdir().unwrap();
+    let header_only = dir.path().join("web.pcap");
+    let web = std::fs::read("traces/shop/web.pcap").unwrap();
+    std::fs::write(&header_only, &web[..24]).unwrap();
+    blackbox()
+        .arg("align")
+        .arg(&header_only)
+        .arg("traces/shop/app.pcap")
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(format!(
+            "blackbox: nothing to align: {} holds 0 packets\n",
+            header_only.display()
+        ));
+    blackbox()
+        .args(["align", "traces/shop/app.pcap"])
+        .assert()
+        .code(2)
+        .stderr("blackbox: align needs two captures or more, one per host: it aligns their clocks to each other\n");
+}
+
+#[test]
 fn an_empty_trace_gets_a_clear_message_not_an_empty_table() {
     for command in READERS {
         blackbox()

@@ -374,9 +374,27 @@ pub fn read_for_alignment(
             source::name(&text.path)
         )));
     }
+    if sources.len() < 2 {
+        return Err(InputError::Usage(
+            "align needs two captures or more, one per host: it aligns their clocks to each other"
+                .into(),
+        ));
+    }
     let mut options = options.clone();
     options.clock_stamps = true;
-    read_captures(sources, &options, false)
+    let captures = read_captures(sources, &options, false)?;
+    let empty: Vec<String> = captures
+        .iter()
+        .filter(|c| c.stats.packets == 0)
+        .map(|c| format!("{} holds 0 packets", source::name(&c.path)))
+        .collect();
+    if !empty.is_empty() {
+        return Err(InputError::Usage(format!(
+            "nothing to align: {}",
+            empty.join("; ")
+        )));
+    }
+    Ok(captures)
 }
 
 /// Reads an mbox: every Received header of every email becomes one hop (see

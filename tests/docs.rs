@@ -87,13 +87,10 @@ fn binaries() -> &'static Path {
     })
 }
 
-/// Runs every example of `name` (a path from the project's root) and fails listing
-/// each one whose output differs.
-fn check_page(name: &str) {
+/// A temporary directory with `traces/` and `tests/` linked in, and a PATH that finds
+/// the built tools first.
+fn sandbox() -> (tempfile::TempDir, std::ffi::OsString) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let page = std::fs::read_to_string(root.join(name)).expect("the page exists");
-    let examples = examples(&page);
-    assert!(!examples.is_empty(), "{name} has no examples");
     let dir = tempfile::tempdir().expect("a temporary directory");
     for linked in ["traces", "tests"] {
         std::os::unix::fs::symlink(root.join(linked), dir.path().join(linked)).unwrap();
@@ -102,6 +99,17 @@ fn check_page(name: &str) {
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))
     .unwrap();
+    (dir, path)
+}
+
+/// Runs every example of `name` (a path from the project's root) and fails listing
+/// each one whose output differs.
+fn check_page(name: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join(name)).expect("the page exists");
+    let examples = examples(&page);
+    assert!(!examples.is_empty(), "{name} has no examples");
+    let (dir, path) = sandbox();
     let mut differing = Vec::new();
     for example in &examples {
         let output = Command::new("sh")
@@ -155,15 +163,7 @@ fn measuring_page_examples_reproduce() {
 
 /// Every command's long help ends with two to four examples, and each runs.
 fn every_commands_help_examples_run() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for linked in ["traces", "tests"] {
-        std::os::unix::fs::symlink(root.join(linked), dir.path().join(linked)).unwrap();
-    }
-    let path = std::env::join_paths(std::iter::once(binaries().to_path_buf()).chain(
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-    ))
-    .unwrap();
+    let (dir, path) = sandbox();
     for command in ["nest", "eval", "convolve", "records", "align"] {
         let help = Command::new(env!("CARGO_BIN_EXE_blackbox"))
             .args([command, "--help"])

@@ -26,6 +26,15 @@ fn gzip(path: &str, into: &Path) -> String {
     out.to_str().unwrap().to_owned()
 }
 
+/// `web.pcap` in `dir`: the shop's web capture cut to its first 24 bytes, the pcap
+/// file header: a capture of nothing.
+fn header_only_capture(dir: &Path) -> std::path::PathBuf {
+    let header_only = dir.join("web.pcap");
+    let web = std::fs::read("traces/shop/web.pcap").unwrap();
+    std::fs::write(&header_only, &web[..24]).unwrap();
+    header_only
+}
+
 /// What a user sees must be text: no byte a terminal would act on.
 fn assert_printable(stderr: &[u8]) {
     let text = std::str::from_utf8(stderr).expect("UTF-8 on stderr");
@@ -108,11 +117,8 @@ fn an_empty_file_is_refused_by_every_command_in_one_line() {
 
 #[test]
 fn a_capture_without_packets_says_it_holds_none() {
-    // The first 24 bytes of a pcap are its file header: a capture of nothing.
     let dir = tempfile::tempdir().unwrap();
-    let header_only = dir.path().join("web.pcap");
-    let web = std::fs::read("traces/shop/web.pcap").unwrap();
-    std::fs::write(&header_only, &web[..24]).unwrap();
+    let header_only = header_only_capture(dir.path());
     for command in READERS {
         blackbox()
             .arg(command)
@@ -130,9 +136,7 @@ fn a_capture_without_packets_says_it_holds_none() {
 #[test]
 fn align_says_when_there_is_nothing_to_align() {
     let dir = tempfile::tempdir().unwrap();
-    let header_only = dir.path().join("web.pcap");
-    let web = std::fs::read("traces/shop/web.pcap").unwrap();
-    std::fs::write(&header_only, &web[..24]).unwrap();
+    let header_only = header_only_capture(dir.path());
     blackbox()
         .arg("align")
         .arg(&header_only)

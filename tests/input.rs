@@ -88,6 +88,18 @@ fn a_dash_reads_a_capture_from_standard_input_as_tcpdump_writes_it() {
 }
 
 #[test]
+fn records_says_what_it_read() {
+    let (_, stderr) = support::outputs_of(blackbox().args(["records", "traces/multitier.trace"]));
+    assert!(
+        stderr.starts_with("read 11136 lines from 1 file: 11136 observations -> 5568 messages"),
+        "{stderr}"
+    );
+    let (_, stderr) =
+        support::outputs_of(blackbox().args(["records", "-q", "traces/multitier.trace"]));
+    assert_eq!(stderr, "");
+}
+
+#[test]
 fn standard_input_can_be_named_once() {
     blackbox()
         .args(["nest", "-", "-"])

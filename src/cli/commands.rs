@@ -63,6 +63,13 @@ pub(super) fn records(args: RecordsArgs) -> Result<()> {
     let Some(mbox) = &args.mbox else {
         let options = args.capture.input_options(args.quiet)?;
         let Loaded { input, .. } = load(&args.files, &options, args.quiet)?;
+        if !args.quiet {
+            report::summary::write_input(
+                &input.trace.stats,
+                input.capture_totals.as_ref(),
+                &mut io::stderr().lock(),
+            )?;
+        }
         return write_out(args.output.as_deref(), |mut w| {
             text::write(&input.trace, &mut w)
         });

@@ -15,6 +15,17 @@ pub fn write(
     patterns: usize,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    write_input(input, capture, out)?;
+    write_nesting(nest, patterns, out)
+}
+
+/// Writes the line that says what was read: lines, packets, files, and the messages
+/// they made.
+pub fn write_input(
+    input: &InputStats,
+    capture: Option<&FileStats>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let what = match capture {
         Some(capture) if input.lines == 0 => format!(
             "read {} packet{} from {} capture{}",
@@ -68,7 +79,11 @@ pub fn write(
         } else {
             String::new()
         },
-    )?;
+    )
+}
+
+/// Writes what pairing set aside and what nesting found.
+fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "skipped: {} unmatched call{}, {} unmatched return{}, {} free-form message{} (not RPC)",

@@ -14,7 +14,8 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Infer the causal paths of requests through a distributed system of black boxes from
-/// message traces, and see which node on which path adds the latency.
+/// packet captures (one per host) or message traces, and see which node on which path
+/// adds the latency.
 #[derive(Parser)]
 #[command(
     name = "blackbox",

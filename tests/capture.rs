@@ -656,3 +656,43 @@ fn an_own_address_only_guessed_says_so_and_names_fix_it() {
     let (_, stderr) = outputs_of(blackbox().arg("records").args(shop_captures()));
     assert!(!stderr.contains("a guess"), "{stderr}");
 }
+
+/// The shop under load (`traces/shop-16`, `traces/shop-32`: 16 and 32 clients, a pool
+/// of 64 pre-connected app workers, see traces/shop/README.md): its requests have
+/// exactly three true shapes, and the joint choice keeps at least 99.5% of them there.
+#[test]
+fn the_shop_under_load_keeps_its_requests_in_the_three_true_patterns() {
+    const TRUE: [&str; 3] = [
+        "client->web(app(cache))",
+        "client->web(app(db,cache))",
+        "client->web(app(cache,db,cache))",
+    ];
+    for name in ["shop-16", "shop-32"] {
+        let json: serde_json::Value = serde_json::from_str(&stdout_of(
+            blackbox()
+                .args(["nest", "-q", "--json", "-"])
+                .args(captures_in(name)),
+        ))
+        .unwrap();
+        let patterns = json["patterns"].as_array().unwrap();
+        let count = |p: &serde_json::Value| p["count"].as_u64().unwrap();
+        let all: u64 = patterns.iter().map(count).sum();
+        let right: u64 = patterns
+            .iter()
+            .filter(|p| TRUE.contains(&p["signature"].as_str().unwrap()))
+            .map(count)
+            .sum();
+        let top: Vec<&str> = patterns[..3]
+            .iter()
+            .map(|p| p["signature"].as_str().unwrap())
+            .collect();
+        assert!(
+            TRUE.iter().all(|t| top.contains(t)),
+            "{name}: top three {top:?}"
+        );
+        assert!(
+            right as f64 >= 0.995 * all as f64,
+            "{name}: {right} of {all} requests in the true patterns"
+        );
+    }
+}

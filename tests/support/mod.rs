@@ -103,7 +103,12 @@ pub fn captures_in(name: &str) -> Vec<String> {
     let mut captures: Vec<String> = std::fs::read_dir(&dir)
         .expect("the captures ship with the project")
         .map(|e| e.expect("readable directory").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            [".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz"]
+                .iter()
+                .any(|e| name.ends_with(e))
+        })
         .map(|p| p.to_str().expect("UTF-8 path").to_owned())
         .collect();
     captures.sort();

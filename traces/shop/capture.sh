@@ -4,12 +4,20 @@
 #
 # Hosts are network namespaces joined by a bridge; the servers are Debian's nginx,
 # Redis and PostgreSQL with a small Python application tier between them. Needs root;
-# installs what it needs. Usage: traces/shop/capture.sh [SECONDS_OF_LOAD] [CLIENT_THREADS]
+# installs what it needs. Usage:
+#   traces/shop/capture.sh [SECONDS_OF_LOAD] [CLIENT_THREADS] [DIR] [APP_WORKERS]
+# DIR (default: this directory) receives one capture per host. APP_WORKERS 0 (the
+# default) runs a thread per connection in the application tier; N > 0 a pool of N
+# workers connected before the load starts (see app.py).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 load_seconds=${1:-15}
 threads=${2:-4}
+out=${3:-$here}
+workers=${4:-0}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 [ "$(id -u)" = 0 ] || { echo "capture.sh: needs root (network namespaces)" >&2; exit 2; }
 
 if ! command -v nginx >/dev/null || ! command -v redis-server >/dev/null \
@@ -90,7 +98,7 @@ pids+=($!)
 
 # Application tier.
 on app "$venv/bin/python" "$here/app.py" "${address[app]}:8080" "${address[cache]}" \
-    "${address[db]}" >"$work/app.log" 2>&1 &
+    "${address[db]}" "$workers" >"$work/app.log" 2>&1 &
 pids+=($!)
 
 # Web tier: nginx as a reverse proxy with keep-alive connections to the application.
@@ -127,17 +135,17 @@ done
 
 # One capture per host, as its owner would take it: tcpdump on most, dumpcap's pcapng
 # on the database host, and the client's on every interface (Linux cooked v2 headers).
-rm -f "$here"/*.pcap "$here"/*.pcapng
+rm -f "$out"/*.pcap "$out"/*.pcapng
 capture_pids=()
 # Started without the `on` function, so that $! is the capturing process itself (ip
 # netns exec execs it) and the SIGINT below reaches it.
 for host in web app cache; do
-    ip netns exec "shop-$host" tcpdump -q -n -s 0 -U -i eth0 -w "$here/$host.pcap" 2>/dev/null &
+    ip netns exec "shop-$host" tcpdump -q -n -s 0 -U -i eth0 -w "$out/$host.pcap" 2>/dev/null &
     capture_pids+=($!)
 done
-ip netns exec shop-client tcpdump -q -n -s 0 -U -i any -w "$here/client.pcap" 2>/dev/null &
+ip netns exec shop-client tcpdump -q -n -s 0 -U -i any -w "$out/client.pcap" 2>/dev/null &
 capture_pids+=($!)
-ip netns exec shop-db dumpcap -q -i eth0 -w "$here/db.pcapng" 2>/dev/null &
+ip netns exec shop-db dumpcap -q -i eth0 -w "$out/db.pcapng" 2>/dev/null &
 capture_pids+=($!)
 sleep 1
 
@@ -146,5 +154,5 @@ on client python3 "$here/load.py" "${address[web]}" "$load_seconds" "$threads"
 sleep 1
 for pid in "${capture_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
 wait "${capture_pids[@]}" 2>/dev/null || true
-chmod 644 "$here"/*.pcap "$here"/*.pcapng
-ls -l "$here"/*.pcap "$here"/*.pcapng
+chmod 644 "$out"/*.pcap "$out"/*.pcapng
+ls -l "$out"/*.pcap "$out"/*.pcapng

@@ -667,6 +667,15 @@ pub(super) struct AlgorithmArgs {
     /// out, and up to three times faster on large busy ones. 0 settles every start on every call.
     #[arg(long, value_name = "N", default_value_t = blackbox::nesting::joint::LEARN_WINDOW, help_heading = "Advanced")]
     pub(super) learn_window: usize,
+
+    /// Ignore the connections calls travelled on
+    ///
+    /// Ignore the connections calls travelled on. By default, where captures name them,
+    /// the joint choice learns per node how the connections of its calls out follow the
+    /// connection of the call they serve (a worker's own Redis or database connection),
+    /// and a node whose connections show no such affinity learns none.
+    #[arg(long, help_heading = "Advanced")]
+    pub(super) ignore_connections: bool,
 }
 
 pub(super) fn duration(text: &str) -> Result<Nanos, String> {
@@ -699,6 +708,7 @@ impl AlgorithmArgs {
                 n => n,
             },
             by_operation: false,
+            connections: !a.ignore_connections,
         }
     }
 }

@@ -70,6 +70,10 @@ pub struct NestOptions {
     /// Name each node of a pattern by the operation of the call into it too
     /// (`catalog[/shop.Catalog/GetItem]`), so that a pattern is per operation.
     pub by_operation: bool,
+    /// Let the joint choice learn, per node, how the connections of its calls out
+    /// follow the connection of the call they serve, where call ids name connections
+    /// (captures'). A node whose connections show no such affinity learns none.
+    pub connections: bool,
 }
 
 impl Default for NestOptions {
@@ -87,6 +91,7 @@ impl Default for NestOptions {
             reweighing: joint::Reweighing::default(),
             learn_window: joint::LEARN_WINDOW,
             by_operation: false,
+            connections: true,
         }
     }
 }
@@ -149,6 +154,14 @@ pub struct NestStats {
     pub histograms: u64,
     /// Parent cycles cut (coarse or skewed times; see [`parents::break_cycles`]).
     pub cycles_broken: u64,
+    /// Nodes whose calls out follow the connection of the call they serve, as the
+    /// joint choice learned (captures only; see [`NestOptions::connections`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub connection_affinity_nodes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The result: every call pair, its chosen parent, and the patterns.
@@ -267,6 +280,7 @@ fn nest_starting(
         stats.async_children += outcome.async_children;
         stats.async_left_roots += outcome.unsure;
         stats.late_children += outcome.late_children;
+        stats.connection_affinity_nodes += u64::from(outcome.connection_affinity);
         stats.histograms += outcome.histograms;
     }
     stats.mean_parallelism = if children_with_candidates == 0 {
@@ -368,6 +382,7 @@ struct NodeOutcome {
     unsure: u64,
     late_children: u64,
     histograms: u64,
+    connection_affinity: bool,
 }
 
 /// What every node's choice shares.
@@ -410,6 +425,19 @@ pub(crate) struct DecisionRecord {
 /// an asynchronous window the wider candidates, the joint choice, and dropping
 /// asynchronous links it is unsure of. `lost` is the share of calls into B that the
 /// trace lost. With `record`, that child's decision is kept for `--explain`.
+/// A key of the connection a call travelled on, the same for every call on it, or
+/// [`joint::NO_CONNECTION`]: a hash of its id's connection part, with a fixed seed so
+/// that answers never vary between runs.
+fn connection_key(trace: &Trace, pair: &CallPair) -> u64 {
+    use std::hash::BuildHasher;
+    match trace.connection(pair.call_id) {
+        Some(connection) => {
+            foldhash::fast::FixedState::with_seed(0).hash_one(connection) & !(1 << 63)
+        }
+        None => joint::NO_CONNECTION,
+    }
+}
+
 fn nest_node(
     whole: &WholeTrace,
     incoming: &mut [u32],
@@ -449,6 +477,7 @@ fn nest_node(
         Err(choice) => (std::borrow::Cow::Borrowed(&board.candidates), choice),
     };
     let mut joint_losses = Vec::new();
+    let mut connection_affinity = false;
     let (mut choice, confidence) = match options.algorithm {
         Algorithm::Paper => (choice, confidence),
         Algorithm::Joint => {
@@ -475,9 +504,16 @@ fn nest_node(
                     }
                 },
                 order,
-                &|pair| trace.operation(pairs[pair as usize].call_id),
+                joint::CallFacts {
+                    operation: &|pair| trace.operation(pairs[pair as usize].call_id),
+                    connection: &|pair| match options.connections {
+                        true => connection_key(trace, &pairs[pair as usize]),
+                        false => joint::NO_CONNECTION,
+                    },
+                },
             );
             joint_losses = joint.explained;
+            connection_affinity = joint.connection_affinity;
             (joint.parents, joint.confidence)
         }
     };
@@ -537,6 +573,7 @@ fn nest_node(
         candidate_links: candidates.parents.len() as u64,
         children_with_candidates,
         histograms: board.scoreboard.histograms() as u64,
+        connection_affinity,
     }
 }
 

@@ -120,6 +120,14 @@ fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::
             plural(nest.async_left_roots),
         )?;
     }
+    if nest.connection_affinity_nodes > 0 {
+        writeln!(
+            out,
+            "connection affinity: learned at {} node{} (their calls out follow the connection of the call they serve; --ignore-connections to leave it out)",
+            nest.connection_affinity_nodes,
+            plural(nest.connection_affinity_nodes),
+        )?;
+    }
     if nest.late_children > 0 {
         writeln!(
             out,

@@ -324,6 +324,17 @@ impl Trace {
         }
     }
 
+    /// The connection a call travelled on, where its id says: ids that captures give
+    /// (`tcp:10.0.0.1:5000>10.0.0.2:80#s123`, `udp:...#...`) name their connection
+    /// before the `#`. `None` for other ids, as text traces' usually are.
+    pub fn connection(&self, call: CallId) -> Option<&str> {
+        let id = self.call_id_text(call);
+        if !(id.starts_with("tcp:") || id.starts_with("udp:")) {
+            return None;
+        }
+        id.split_once('#').map(|(connection, _)| connection)
+    }
+
     /// The operation a call asked for, if its protocol named it.
     pub fn operation(&self, call: CallId) -> OperationId {
         self.call_operations

@@ -56,6 +56,11 @@ pub(super) struct NodeCalls<'a> {
     pub(super) kind: Vec<u32>,
     /// Per parent (index into `incoming`), the dense id of its caller.
     pub(super) caller: Vec<u32>,
+    /// Per child, the key of the connection it went out on; per parent, that of the
+    /// connection it came in on ([`super::NO_CONNECTION`] where unknown). Empty where
+    /// no call of the node has one.
+    pub(super) child_connection: Vec<u64>,
+    pub(super) parent_connection: Vec<u64>,
     pub(super) events: EventKinds,
     /// Actions a parent can take: a call of each kind, or its answer.
     pub(super) actions: f64,
@@ -100,8 +105,9 @@ impl<'a> NodeCalls<'a> {
         outgoing: &'a [u32],
         candidates: &Candidates,
         scale: NodeSettings,
-        operation: &(dyn Fn(u32) -> OperationId + Sync),
+        facts: super::CallFacts<'_>,
     ) -> Self {
+        let operation = facts.operation;
         let bins = scale.bins;
         let dense = |kinds: &mut dyn Iterator<Item = (NodeId, OperationId)>| -> Vec<u32> {
             let mut ids: HashMap<(NodeId, OperationId), u32> = HashMap::new();
@@ -143,12 +149,23 @@ impl<'a> NodeCalls<'a> {
             }
         }
         let orphan_log = orphan_logs(pairs, outgoing, &kind, kinds as usize, scale.lost);
+        let connections =
+            |calls: &[u32]| -> Vec<u64> { calls.iter().map(|&c| (facts.connection)(c)).collect() };
+        let (mut child_connection, mut parent_connection) =
+            (connections(outgoing), connections(incoming));
+        let known = |keys: &[u64]| keys.iter().any(|&k| k != super::NO_CONNECTION);
+        if !known(&child_connection) || !known(&parent_connection) {
+            child_connection.clear();
+            parent_connection.clear();
+        }
         let mut calls = NodeCalls {
             pairs,
             outgoing,
             incoming,
             kind,
             caller,
+            child_connection,
+            parent_connection,
             events: EventKinds { kinds },
             actions: f64::from(kinds + 1 + u32::from(scale.async_children)),
             unknown_delay: -(bins.count() as f64).ln(),

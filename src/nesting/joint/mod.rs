@@ -134,6 +134,22 @@ const NO_DENSITY: u32 = u32::MAX;
 /// The stamp of a gain never computed: the clock starts at 0 and counts up.
 const STALE: u32 = u32::MAX;
 
+/// What the trace says of a call pair (by its index) beyond its times.
+#[derive(Clone, Copy)]
+pub struct CallFacts<'a> {
+    /// The operation it asked for (`OperationId::NONE` where the protocol names none):
+    /// a parent's kind is its caller and operation, so that a gateway's GetItem and
+    /// PlaceOrder learn their own calls.
+    pub operation: &'a (dyn Fn(u32) -> crate::trace::OperationId + Sync),
+    /// A key of the connection it travelled on, the same for every call on it
+    /// ([`NO_CONNECTION`] where the input does not say): the model learns how the
+    /// connections of a node's calls out follow those of its calls in.
+    pub connection: &'a (dyn Fn(u32) -> u64 + Sync),
+}
+
+/// The connection key of a call whose connection is not known.
+pub const NO_CONNECTION: u64 = u64::MAX;
+
 /// The joint choice for one node.
 pub struct JointChoice {
     /// Per child, the index into `incoming` of its parent, or [`NO_PARENT`].
@@ -146,6 +162,9 @@ pub struct JointChoice {
     /// log-likelihood the final assignment would lose if the child moved there (0 for
     /// its parent).
     pub explained: Vec<(u32, f64)>,
+    /// Whether the final model learned a connection affinity: the node's calls out
+    /// follow the connection of the call they serve.
+    pub connection_affinity: bool,
 }
 
 /// Where the search starts: per child, an index into `incoming` (a candidate of the
@@ -161,9 +180,7 @@ pub enum Start {
 /// Improves `start` for the children of one node. `incoming` and `outgoing` are sorted
 /// as for the candidates.
 ///
-/// `operation` names each call pair's operation (`OperationId::NONE` where the protocol
-/// names none): a parent's kind is its caller and operation, a child's its callee and
-/// operation, so that a gateway's GetItem and PlaceOrder learn their own calls.
+/// `facts` tells each call pair's operation and connection (see [`CallFacts`]).
 #[allow(clippy::too_many_arguments)]
 pub fn choose_jointly(
     pairs: &[CallPair],
@@ -173,9 +190,9 @@ pub fn choose_jointly(
     scale: NodeSettings,
     start: Start,
     explain: Option<usize>,
-    operation: &(dyn Fn(u32) -> crate::trace::OperationId + Sync),
+    facts: CallFacts<'_>,
 ) -> JointChoice {
-    let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale, operation);
+    let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale, facts);
     // The robust and soft starts run where children have several candidates each.
     // Parallelism among the open calls: answered ones, with asynchronous children, are
     // far more numerous than the parents they turn out to be.
@@ -210,7 +227,7 @@ pub fn choose_jointly(
         outgoing,
         candidates,
         scale,
-        operation,
+        facts,
     };
     if !calls.dense {
         // One start, settled in two halves on two cores where a quiet instant leaves a
@@ -294,7 +311,7 @@ struct Node<'a> {
     outgoing: &'a [u32],
     candidates: &'a Candidates,
     scale: NodeSettings,
-    operation: &'a (dyn Fn(u32) -> crate::trace::OperationId + Sync),
+    facts: CallFacts<'a>,
 }
 
 impl Node<'_> {
@@ -319,7 +336,7 @@ impl Node<'_> {
                     &self.outgoing[cut.children..],
                     &rest,
                     self.scale,
-                    self.operation,
+                    self.facts,
                 );
                 calls.dense = dense;
                 let start = start_after_cut(start, cut);
@@ -337,6 +354,7 @@ impl Node<'_> {
             .parents
             .extend(after.parents.into_iter().map(shifted));
         before.confidence.extend(after.confidence);
+        before.connection_affinity |= after.connection_affinity;
         before.explained.extend(
             after
                 .explained
@@ -400,6 +418,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
         parents,
         confidence,
         explained,
+        connection_affinity: state.affinity,
     }
 }
 

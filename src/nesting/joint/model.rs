@@ -5,8 +5,9 @@
 //! the model is [`super::likelihood`]'s.
 
 use super::calls::EventKinds;
+use super::calls::NodeCalls;
 use super::search::Assignment;
-use super::{NO_DENSITY, NO_LINK};
+use super::{NO_CONNECTION, NO_DENSITY, NO_LINK};
 use crate::nesting::call_pairs::CallPair;
 use crate::nesting::scoreboard::{log_densities, smooth_histograms};
 use crate::trace::Nanos;
@@ -31,6 +32,14 @@ pub(super) const SET_PRIOR: f64 = 2.0;
 /// How much each set's count is lowered when the model scores a parent's set: a set
 /// made by one parent alone is no evidence for itself (docs/tuning.md).
 pub(super) const SET_DISCOUNT: f64 = 1.0;
+/// Weight, in children, of a kind's mix of connections in what a connection in says of
+/// the connection out.
+pub(super) const AFFINITY_PRIOR: f64 = 1.0;
+/// Nats per child by which the connections in must predict the connections out (each
+/// child's own link left out) for the node to learn an affinity at all: less, and the
+/// factor stays flat, so that pools shared by every request change nothing.
+pub(super) const AFFINITY_GATE: f64 = 0.5;
+
 /// Children of one kind per parent beyond this count as this many.
 pub(super) const MAX_CHILDREN: usize = 32;
 
@@ -64,6 +73,46 @@ pub(super) fn orphan_logs(
             }
         })
         .collect()
+}
+
+/// How a node's calls out follow its calls in, by connection, counted over the links
+/// of an assignment (see [`Assignment::learn_affinity`]).
+#[derive(Default)]
+pub(super) struct Affinity {
+    /// Links by (connection in, connection out).
+    pairs: HashMap<(u64, u64), f64>,
+    /// Links by (connection in, kind of child).
+    parents: HashMap<(u64, u32), f64>,
+    /// Links by connection out.
+    children: HashMap<u64, f64>,
+    /// Links by kind of child.
+    kinds: HashMap<u32, f64>,
+    /// Connections out by kind of child.
+    connections: HashMap<u32, f64>,
+}
+
+impl Affinity {
+    /// ln of how much likelier child `k`'s connection is given parent `p`'s than given
+    /// its kind alone; `own` when the link is counted already, so that it is left out
+    /// (a link is no evidence for itself). 0 where either connection is unknown.
+    pub(super) fn log_odds(&self, calls: &NodeCalls, k: u32, p: u32, own: bool) -> f64 {
+        let (child, parent) = (
+            calls.child_connection[k as usize],
+            calls.parent_connection[p as usize],
+        );
+        if child == NO_CONNECTION || parent == NO_CONNECTION {
+            return 0.0;
+        }
+        let kind = calls.kind[k as usize];
+        let less = if own { 1.0 } else { 0.0 };
+        let get = |v: Option<&f64>| v.copied().unwrap_or(0.0);
+        let of_kind = get(self.kinds.get(&kind)) - less;
+        let mix = (get(self.children.get(&child)) - less + 1.0)
+            / (of_kind + get(self.connections.get(&kind)) + 1.0).max(1.0);
+        let pair = (get(self.pairs.get(&(parent, child))) - less).max(0.0);
+        let from_parent = (get(self.parents.get(&(parent, kind))) - less).max(0.0);
+        ((pair + AFFINITY_PRIOR * mix) / (from_parent + AFFINITY_PRIOR)).ln() - mix.ln()
+    }
 }
 
 /// Turns ln-shares of bins into ln-densities in time.
@@ -346,13 +395,20 @@ impl Assignment<'_> {
             // patterns against 4.1%; media 77.7% of requests right against 79.5%).
             log_densities(histograms, bins, UNIFORM);
         }
+        let affinity = self.learn_affinity();
+        self.affinity = affinity.is_some();
         let mut fit = std::mem::take(&mut self.fit);
         fit.clear();
         for k in 0..self.scope.reach {
             for link in self.row(k) {
                 let [at, gap] = calls.link_bins[link as usize];
                 let key = key_of(k as usize, link);
-                fit.push((start[key * bins + at as usize] + end[key * bins + gap as usize]) as f32);
+                let mut value = start[key * bins + at as usize] + end[key * bins + gap as usize];
+                if let Some(affinity) = &affinity {
+                    let own = self.chosen[k as usize] == link;
+                    value += affinity.log_odds(calls, k, parents[link as usize], own);
+                }
+                fit.push(value as f32);
             }
         }
         self.fit = fit;
@@ -398,6 +454,55 @@ impl Assignment<'_> {
         if self.whole_sets {
             self.count_sets();
         }
+    }
+
+    /// Learns how the connections of the node's calls out follow those of its calls in,
+    /// from the children in scope: where it predicts them better than their kind's mix
+    /// of connections does, by [`AFFINITY_GATE`] nats per child with each child's own
+    /// link left out, the factor the links' fits then get; `None` (a flat factor, the
+    /// same answers as without it) where it does not, or connections are unknown.
+    pub(super) fn learn_affinity(&self) -> Option<Affinity> {
+        let calls = self.calls;
+        if calls.child_connection.is_empty() {
+            return None;
+        }
+        let parents = &self.candidates.parents;
+        let mut affinity = Affinity::default();
+        let searched = &self.chosen[..self.scope.children as usize];
+        let known = |k: usize, link: u32| {
+            if link == NO_LINK {
+                return None;
+            }
+            let (child, parent) = (
+                calls.child_connection[k],
+                calls.parent_connection[parents[link as usize] as usize],
+            );
+            (child != NO_CONNECTION && parent != NO_CONNECTION).then_some((
+                parent,
+                child,
+                calls.kind[k],
+            ))
+        };
+        for (k, &link) in searched.iter().enumerate() {
+            if let Some((parent, child, kind)) = known(k, link) {
+                *affinity.pairs.entry((parent, child)).or_default() += 1.0;
+                *affinity.parents.entry((parent, kind)).or_default() += 1.0;
+                *affinity.kinds.entry(kind).or_default() += 1.0;
+                let seen = affinity.children.entry(child).or_default();
+                if *seen == 0.0 {
+                    *affinity.connections.entry(kind).or_default() += 1.0;
+                }
+                *seen += 1.0;
+            }
+        }
+        let (mut gain, mut children) = (0.0, 0.0);
+        for (k, &link) in searched.iter().enumerate() {
+            if known(k, link).is_some() {
+                gain += affinity.log_odds(calls, k as u32, parents[link as usize], true);
+                children += 1.0;
+            }
+        }
+        (children > 0.0 && gain / children >= AFFINITY_GATE).then_some(affinity)
     }
 
     /// Counts how many parents in scope made each set of children.

@@ -725,3 +725,43 @@ fn captures_without_connection_affinity_give_the_same_answers_either_way() {
         assert_eq!(table(&[]), table(&["--ignore-connections"]), "{name}");
     }
 }
+
+#[test]
+fn explain_shows_what_the_connection_says_of_each_candidate() {
+    let (stdout, _) = outputs_of(
+        blackbox()
+            .args(["nest", "-q", "--explain", "app cache 1795694890.0"])
+            .args(captures_in("shop-16")),
+    );
+    let header = stdout
+        .lines()
+        .find(|l| l.contains("candidate parent") && l.contains("delay"))
+        .expect("a table of candidates");
+    assert!(
+        header.contains("joint loss") && header.trim_end().ends_with("connection"),
+        "{stdout}"
+    );
+    let chosen = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with('*'))
+        .unwrap();
+    let factor: f64 = chosen.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(factor > 1.0, "{stdout}");
+    assert!(
+        stdout.contains("connection = ln of how much likelier"),
+        "{stdout}"
+    );
+    // Without the connections, no such column.
+    let (stdout, _) = outputs_of(
+        blackbox()
+            .args([
+                "nest",
+                "-q",
+                "--ignore-connections",
+                "--explain",
+                "app cache 1795694890.0",
+            ])
+            .args(captures_in("shop-16")),
+    );
+    assert!(!stdout.contains("connection ="), "{stdout}");
+}

@@ -134,6 +134,9 @@ pub struct Candidate {
     /// With the joint choice: the log-likelihood the final assignment would lose with
     /// this parent instead (0 for the chosen one).
     pub joint_loss: Option<f64>,
+    /// Where the node learned a connection affinity: ln of how much likelier the call's
+    /// connection is given this candidate's than given its kind alone.
+    pub connection: Option<f64>,
 }
 
 /// The parent choice of one call, replayed.
@@ -211,6 +214,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         )
         .map(|(local, score)| {
             let parent = incoming[local as usize];
+            let joint = record.joint_losses.iter().find(|&&(at, _, _)| at == local);
             Candidate {
                 parent,
                 delay: child.caller_send - pairs[parent as usize].callee_recv,
@@ -220,11 +224,8 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
                     options.skew_window,
                 ),
                 score,
-                joint_loss: record
-                    .joint_losses
-                    .iter()
-                    .find(|&&(at, _)| at == local)
-                    .map(|&(_, loss)| loss),
+                joint_loss: joint.map(|&(_, loss, _)| loss),
+                connection: joint.and_then(|&(_, _, connection)| connection),
             }
         })
         .collect();

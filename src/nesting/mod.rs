@@ -417,8 +417,9 @@ pub(crate) struct DecisionRecord {
     /// are dropped (or [`NO_PARENT`]).
     pub greedy: u32,
     pub chosen: u32,
-    /// With the joint choice: per candidate, the log-likelihood lost by taking it.
-    pub joint_losses: Vec<(u32, f64)>,
+    /// With the joint choice: per candidate, the log-likelihood lost by taking it, and
+    /// what the connection affinity says of it (where the node learned one).
+    pub joint_losses: Vec<(u32, f64, Option<f64>)>,
 }
 
 /// Steps 2 and 3 for one node B: candidates, B's scoreboard, the greedy choice, with

@@ -74,6 +74,7 @@ pub fn write(
             penalties.any_child
         )?;
         let joint = e.candidates.iter().any(|c| c.joint_loss.is_some());
+        let connection = e.candidates.iter().any(|c| c.connection.is_some());
         let rows: Vec<Vec<String>> = e
             .candidates
             .iter()
@@ -101,6 +102,9 @@ pub fn write(
                 if joint {
                     row.push(c.joint_loss.map_or("-".to_owned(), |l| format!("{l:.3}")));
                 }
+                if connection {
+                    row.push(c.connection.map_or("-".to_owned(), |l| format!("{l:+.3}")));
+                }
                 row
             })
             .collect();
@@ -117,6 +121,9 @@ pub fn write(
         ];
         if joint {
             header.push("joint loss");
+        }
+        if connection {
+            header.push("connection");
         }
         let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
         for row in &rows {
@@ -150,6 +157,12 @@ pub fn write(
                 out,
                 "The joint choice (the default) weighs every candidate under a model of what each call does while open, learned from the trace: when it calls out after its latest event (arrival, a call leaving or returning), the gaps from its arrival and to its answer, and how many calls of each kind it makes in which order; joint loss = log-likelihood the whole assignment would lose with that parent instead."
             )?;
+            if connection {
+                writeln!(
+                    out,
+                    "connection = ln of how much likelier this call's connection is, given the connection the candidate came in on, than given its kind alone, as the node learned it (above 0: the calls served on that connection go out on this one)."
+                )?;
+            }
             if e.greedy != e.chosen {
                 writeln!(
                     out,

@@ -160,8 +160,9 @@ pub struct JointChoice {
     pub confidence: Vec<f32>,
     /// For the child named by `explain`: each candidate (index into `incoming`) with the
     /// log-likelihood the final assignment would lose if the child moved there (0 for
-    /// its parent).
-    pub explained: Vec<(u32, f64)>,
+    /// its parent), and what the connection affinity says of it (ln odds, where the
+    /// node learned one).
+    pub explained: Vec<(u32, f64, Option<f64>)>,
     /// Whether the final model learned a connection affinity: the node's calls out
     /// follow the connection of the call they serve.
     pub connection_affinity: bool,
@@ -359,7 +360,7 @@ impl Node<'_> {
             after
                 .explained
                 .into_iter()
-                .map(|(p, loss)| (shifted(p), loss)),
+                .map(|(p, loss, connection)| (shifted(p), loss, connection)),
         );
         before
     }
@@ -400,7 +401,12 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
                 } else {
                     -state.move_gain(k, link)
                 };
-                (candidates.parents[link as usize], loss)
+                let parent = candidates.parents[link as usize];
+                let connection = state
+                    .affinity
+                    .as_ref()
+                    .map(|a| a.log_odds(state.calls, k, parent, link == current));
+                (parent, loss, connection)
             })
             .collect()
     });
@@ -418,7 +424,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
         parents,
         confidence,
         explained,
-        connection_affinity: state.affinity,
+        connection_affinity: state.affinity.is_some(),
     }
 }
 

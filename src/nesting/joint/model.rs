@@ -396,7 +396,6 @@ impl Assignment<'_> {
             log_densities(histograms, bins, UNIFORM);
         }
         let affinity = self.learn_affinity();
-        self.affinity = affinity.is_some();
         let mut fit = std::mem::take(&mut self.fit);
         fit.clear();
         for k in 0..self.scope.reach {
@@ -412,6 +411,7 @@ impl Assignment<'_> {
             }
         }
         self.fit = fit;
+        self.affinity = affinity;
         let (sum, n) = searched
             .iter()
             .filter(|&&l| l != NO_LINK)

@@ -145,8 +145,8 @@ pub(super) struct Assignment<'a> {
     pub(super) fit: Vec<f32>,
     /// The mean fit of the chosen links: what an orphan is given in their place.
     pub(super) mean_fit: f64,
-    /// Whether the model learned last has a connection affinity.
-    pub(super) affinity: bool,
+    /// The connection affinity of the model learned last, if it has one.
+    pub(super) affinity: Option<super::model::Affinity>,
     /// Per link key (A, C), ln P(a parent has n children of kind C), n in 0..=MAX_CHILDREN.
     pub(super) count_log: Vec<f64>,
     /// Per caller A, the sum over kinds C of ln P(no child of kind C): with `count_log`,
@@ -249,7 +249,7 @@ impl<'a> Assignment<'a> {
             model: Model::empty(calls.events, calls.callers),
             fit: Vec::new(),
             mean_fit: 0.0,
-            affinity: false,
+            affinity: None,
             count_log: Vec::new(),
             none_log: Vec::new(),
             sets: HashMap::new(),

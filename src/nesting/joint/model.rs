@@ -1,7 +1,8 @@
 //! What the joint choice learns from an assignment (hard EM's M step): the delay
 //! densities of each parent's sequence, shrunk towards pooled ones and turned into
-//! densities in time; the Markov chain of actions; the per-link start and return fits;
-//! how many children of each kind a parent makes, and whole sets of them. Scoring under
+//! densities in time; the Markov chain of actions; the per-link start and return fits,
+//! with the connection affinity where captures name connections; how many children of
+//! each kind a parent makes, and whole sets of them. Scoring under
 //! the model is [`super::likelihood`]'s.
 
 use super::calls::EventKinds;

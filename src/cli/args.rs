@@ -383,17 +383,15 @@ pub(super) struct InputArgs {
 
 #[derive(Args)]
 pub(super) struct CaptureArgs {
-    /// Read connections to server PORT as protocol NAME whatever their content
-    /// (repeatable)
+    /// Read connections to server PORT as protocol NAME whatever their content (repeatable)
     ///
-    /// Read connections to server PORT as protocol NAME whatever their content
-    /// (repeatable). NAME: tcp (request/response by turns), http (HTTP/1.x), http2
-    /// (HTTP/2 and gRPC in cleartext: every stream a call), dns, onc-rpc, redis,
-    /// postgres, memcached, mysql (MySQL and MariaDB), tls (counted, read by turns),
-    /// udp (request/response by datagrams), stream (every segment a free-form message).
-    /// Otherwise the port suggests a protocol (50051 http2, 3306 mysql, 443 tls, ...),
-    /// the client's first bytes confirm it (an HTTP/2 preface or h2c upgrade is known
-    /// on any port), and anything unrecognised is read by turns.
+    /// NAME: tcp (request/response by turns), http (HTTP/1.x), http2 (HTTP/2 and gRPC in
+    /// cleartext: every stream a call), dns, onc-rpc, redis, postgres, memcached, mysql
+    /// (MySQL and MariaDB), tls (counted, read by turns), udp (request/response by
+    /// datagrams), stream (every segment a free-form message). Otherwise the port suggests
+    /// a protocol (50051 http2, 3306 mysql, 443 tls, ...), the client's first bytes confirm
+    /// it (an HTTP/2 preface or h2c upgrade is known on any port), and anything
+    /// unrecognised is read by turns.
     #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override, help_heading = "Captures (pcap/pcapng)")]
     pub(super) protocols: Vec<(u16, ProtocolName)>,
 
@@ -429,9 +427,8 @@ pub(super) struct CaptureArgs {
 
     /// Align the hosts' clocks from the TCP segments two captures share
     ///
-    /// Align the hosts' clocks from the TCP segments two captures share: hull (convex
-    /// hulls, guaranteed bounds), regression (the offline-trace-sync paper's method) or
-    /// off (each host keeps its own clock). Only with two or more captures.
+    /// Hull (convex hulls, guaranteed bounds), regression (the offline-trace-sync paper's
+    /// method) or off (each host keeps its own clock). Only with two or more captures.
     #[arg(long, value_enum, value_name = "METHOD", default_value_t = AlignArg::Hull, help_heading = "Advanced")]
     pub(super) align: AlignArg,
 
@@ -590,14 +587,13 @@ pub(super) struct AlgorithmArgs {
 
     /// Let a call out of a node have a parent that did not wait for it
     ///
-    /// Let a call out of a node have a parent that did not wait for it: a call into the
-    /// node that was open when it left and answered before it returned (fire and
-    /// forget), or that answered at most DURATION before it left (write-back caches,
-    /// queued work; paper §5.3.1). Such a parent is kept only where the node's own
-    /// sequences (how often it answers without waiting, how long after an answer it
-    /// calls on, to whom) make it likelier than any other candidate by odds of 100 to
-    /// 1; the others stay roots, counted in the summary. With `eval`, the truth then
-    /// gives such a call its own path instance's call. Off (0) by default.
+    /// A call into the node that was open when it left and answered before it returned
+    /// (fire and forget), or that answered at most DURATION before it left (write-back
+    /// caches, queued work; paper §5.3.1). Such a parent is kept only where the node's own
+    /// sequences (how often it answers without waiting, how long after an answer it calls
+    /// on, to whom) make it likelier than any other candidate by odds of 100 to 1; the
+    /// others stay roots, counted in the summary. With `eval`, the truth then gives such a
+    /// call its own path instance's call. Off (0) by default.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration, help_heading = "Advanced")]
     pub(super) async_window: Nanos,
 
@@ -670,10 +666,10 @@ pub(super) struct AlgorithmArgs {
 
     /// Ignore the connections calls travelled on
     ///
-    /// Ignore the connections calls travelled on. By default, where captures name them,
-    /// the joint choice learns per node how the connections of its calls out follow the
-    /// connection of the call they serve (a worker's own Redis or database connection),
-    /// and a node whose connections show no such affinity learns none.
+    /// By default, where captures name them, the joint choice learns per node how the
+    /// connections of its calls out follow the connection of the call they serve (a
+    /// worker's own Redis or database connection), and a node whose connections show no
+    /// such affinity learns none.
     #[arg(long, help_heading = "Advanced")]
     pub(super) ignore_connections: bool,
 }

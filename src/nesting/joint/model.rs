@@ -34,11 +34,12 @@ pub(super) const SET_PRIOR: f64 = 2.0;
 /// made by one parent alone is no evidence for itself (docs/tuning.md).
 pub(super) const SET_DISCOUNT: f64 = 1.0;
 /// Weight, in children, of a kind's mix of connections in what a connection in says of
-/// the connection out.
+/// the connection out (docs/tuning.md).
 pub(super) const AFFINITY_PRIOR: f64 = 1.0;
 /// Nats per child by which the connections in must predict the connections out (each
 /// child's own link left out) for the node to learn an affinity at all: less, and the
-/// factor stays flat, so that pools shared by every request change nothing.
+/// factor stays flat, so that pools shared by every request change nothing
+/// (docs/tuning.md: nothing changes between 0.1 and 2).
 pub(super) const AFFINITY_GATE: f64 = 0.5;
 
 /// Children of one kind per parent beyond this count as this many.

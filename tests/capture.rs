@@ -765,3 +765,58 @@ fn explain_shows_what_the_connection_says_of_each_candidate() {
     );
     assert!(!stdout.contains("connection ="), "{stdout}");
 }
+
+/// Share of requests exactly right on multi-tier captures written with `connections`,
+/// scored against the truth sidecar, with the connection affinity or without it.
+fn exactly_right_on_connections(connections: maketrace::capture::Connections) -> (f64, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = Generation {
+        network: Some((100_000, 20_000)),
+        resolution: 1,
+        seed: 3,
+        ..Generation::messages("multitier", 40_000)
+    }
+    .lines();
+    let hosts = dir.path().join("hosts");
+    let written = maketrace::capture::write_with(
+        &trace,
+        &hosts,
+        Payload::Http,
+        Container::Pcap,
+        None,
+        connections,
+    )
+    .unwrap();
+    let share = |extra: &[&str]| -> f64 {
+        let scores = stdout_of(
+            blackbox()
+                .args(["eval", "-q", "--truth-ids"])
+                .arg(hosts.join("truth.tsv"))
+                .args(extra)
+                .args(&written.files),
+        );
+        let line = scores
+            .lines()
+            .find(|l| l.starts_with("instances inferred exactly"))
+            .unwrap();
+        let percent = line.split('(').nth(1).unwrap().split('%').next().unwrap();
+        percent.parse().unwrap()
+    };
+    (share(&[]), share(&["--ignore-connections"]))
+}
+
+/// maketrace's worker pool: each host's worker serves one connection in and owns its
+/// connections out, so a request's calls follow its worker, and the affinity makes the
+/// inference nearly exact. Its shared pool: connections say nothing of requests, and
+/// the answers are those of timing alone.
+#[test]
+fn worker_pools_make_the_inference_exact_and_shared_pools_change_nothing() {
+    use maketrace::capture::Connections;
+    let (with, without) = exactly_right_on_connections(Connections::WorkerPool);
+    assert!(
+        with >= 99.0 && with > without + 5.0,
+        "worker pool: {with}% against {without}%"
+    );
+    let (with, without) = exactly_right_on_connections(Connections::SharedPool);
+    assert_eq!(with, without, "shared pool");
+}

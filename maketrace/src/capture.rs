@@ -33,6 +33,23 @@ pub enum Payload {
     Grpc,
 }
 
+/// Which TCP connection each HTTP/1.1 or ONC RPC call travels on, as the servers of a
+/// real system choose them. (gRPC multiplexes every call on one connection per pair of
+/// hosts whatever this says.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Connections {
+    /// A new connection per call, closed after its answer.
+    #[default]
+    PerCall,
+    /// Each host serves every call that reaches it on one of its workers (the first
+    /// free one), and a worker's calls out go on keep-alive connections of its own, one
+    /// call at a time each: a request's calls out follow the worker that serves it.
+    WorkerPool,
+    /// A host's calls out take the first free keep-alive connection of one pool per
+    /// callee, whatever request they serve: connections say nothing of requests.
+    SharedPool,
+}
+
 /// What was written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Written {
@@ -322,12 +339,36 @@ pub fn write_over(
     write_captures(trace, dir, payload, container, Some(link))
 }
 
+/// Like [`write`] or [`write_over`] (with `link`), each call on the connection that
+/// `connections` gives it.
+pub fn write_with(
+    trace: &Generated,
+    dir: &Path,
+    payload: Payload,
+    container: Container,
+    link: Option<&Link>,
+    connections: Connections,
+) -> io::Result<Written> {
+    write_captures_on(trace, dir, payload, container, link, connections)
+}
+
 fn write_captures(
     trace: &Generated,
     dir: &Path,
     payload: Payload,
     container: Container,
     link: Option<&Link>,
+) -> io::Result<Written> {
+    write_captures_on(trace, dir, payload, container, link, Connections::PerCall)
+}
+
+fn write_captures_on(
+    trace: &Generated,
+    dir: &Path,
+    payload: Payload,
+    container: Container,
+    link: Option<&Link>,
+    connections: Connections,
 ) -> io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     let mut written = Written::default();
@@ -393,6 +434,7 @@ fn write_captures(
         written.calls = grpc::write(trace, &calls, ends, link, &mut writer, &mut truth);
         numbers.clear();
     }
+    let mut pools = Pools::new(connections, &calls, one_ended, &mut numbers);
     for number in numbers {
         let call = &calls[&number];
         let (mut request_ends, mut reply_ends) = (call.call, call.reply);
@@ -419,19 +461,28 @@ fn write_captures(
             }
             None => (forward, backward),
         };
-        let port = next_port.entry(call.from).or_insert(32_768);
-        let mut client = Side {
-            node: call.from,
-            port: *port,
-            seq: mix(number * 2) as u32,
-        };
-        *port = if *port >= 60_999 { 32_768 } else { *port + 1 };
-        let mut server = Side {
-            node: call.to,
-            port: server_port,
-            seq: mix(number * 2 + 1) as u32,
-        };
+        let reused = pools.take(number, call, start);
+        let fresh = reused.is_none();
+        let (mut client, mut server) = reused.unwrap_or_else(|| {
+            let port = next_port.entry(call.from).or_insert(32_768);
+            let client = Side {
+                node: call.from,
+                port: *port,
+                seq: mix(number * 2) as u32,
+            };
+            *port = if *port >= 60_999 { 32_768 } else { *port + 1 };
+            let server = Side {
+                node: call.to,
+                port: server_port,
+                seq: mix(number * 2 + 1) as u32,
+            };
+            (client, server)
+        });
         written.calls += 1;
+        // The handshake ends one step before the request leaves.
+        if fresh {
+            writer.handshake(&mut client, &mut server, start, (forward, backward));
+        }
         use std::fmt::Write as _;
         // Calls are keyed by their request's first byte's sequence number (ONC RPC's
         // xid only pairs the reply).
@@ -442,12 +493,10 @@ fn write_captures(
             client.port,
             address(call.to),
             server_port,
-            (mix(number * 2) as u32).wrapping_add(1),
+            client.seq,
             trace.tracelets[call.truth.0 as usize],
             call.truth.1
         );
-        // The handshake ends one step before the request leaves.
-        writer.handshake(&mut client, &mut server, start, (forward, backward));
         let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
         let bytes = request(payload, trace, call, number);
         writer.message(
@@ -478,7 +527,15 @@ fn write_captures(
         );
         let back =
             reply_ends.received.unwrap_or(answer + backward) + (bytes.len() / MSS) as Nanos * STEP;
-        writer.close(&mut client, &mut server, back, (forward, backward));
+        match connections {
+            Connections::PerCall => {
+                writer.close(&mut client, &mut server, back, (forward, backward))
+            }
+            _ => pools.give_back(number, call, client, server, back, (forward, backward)),
+        }
+    }
+    for (mut client, mut server, last, delays) in pools.drain() {
+        writer.close(&mut client, &mut server, last, delays);
     }
     for (node, mut packets) in writer.packets {
         packets.sort_by_key(|p| p.0);
@@ -495,6 +552,148 @@ fn write_captures(
     }
     std::fs::write(dir.join("truth.tsv"), truth)?;
     Ok(written)
+}
+
+/// The keep-alive connections of [`Connections::WorkerPool`] and
+/// [`Connections::SharedPool`].
+struct Pools {
+    connections: Connections,
+    /// Per call, the call it serves at its caller (same instance, into the caller,
+    /// open when it left), for the worker pool.
+    parent: HashMap<u64, u64>,
+    /// Per call, the id of the connection it travelled on.
+    connection_of: HashMap<u64, u64>,
+    next_id: u64,
+    /// Idle connections by (caller, owner, callee): id, sides, free from, one-way
+    /// delays. In a worker pool a host's worker serves one connection in, for as long
+    /// as it is open, and owns the connections its calls out take: the owner is that
+    /// connection's id + 1. In a shared pool, and for calls that serve none, it is 0.
+    idle: BTreeMap<(u32, u64, u32), Vec<Idle>>,
+    /// What was taken, by call, to give back.
+    owner: HashMap<u64, (u32, u64, u32)>,
+}
+
+/// A call into a node: when it arrived, when it was answered, its number.
+type Served = (Nanos, Nanos, u64);
+
+/// An open connection between calls: its id, both sides, when it is free, and the
+/// one-way delays its handshake was written with.
+type Idle = (u64, Side, Side, Nanos, (Nanos, Nanos));
+
+impl Pools {
+    /// Ready for `connections`; puts `numbers` in the order the calls start when the
+    /// connections are reused (each must find its connection free or not).
+    fn new(
+        connections: Connections,
+        calls: &HashMap<u64, Call>,
+        one_ended: bool,
+        numbers: &mut [u64],
+    ) -> Pools {
+        let start = |c: &Call| c.call.sent.or(c.call.received);
+        let mut parent = HashMap::new();
+        if connections != Connections::PerCall {
+            numbers.sort_by_key(|n| (start(&calls[n]).unwrap_or(Nanos::MAX), *n));
+        }
+        if connections == Connections::WorkerPool {
+            // Per (node, instance), the calls into the node: arrival, answer, number.
+            let mut into: HashMap<(u32, (u32, u64)), Vec<Served>> = HashMap::new();
+            for &number in numbers.iter() {
+                let c = &calls[&number];
+                let arrived = if one_ended {
+                    c.call.sent
+                } else {
+                    c.call.received
+                };
+                let answered = c.reply.sent.or(c.reply.received);
+                if let (Some(a), Some(b)) = (arrived.or(start(c)), answered) {
+                    into.entry((c.to, c.truth))
+                        .or_default()
+                        .push((a, b, number));
+                }
+            }
+            for &number in numbers.iter() {
+                let c = &calls[&number];
+                let Some(left) = start(c) else { continue };
+                let served = into.get(&(c.from, c.truth)).and_then(|open| {
+                    open.iter()
+                        .find(|&&(a, b, _)| a <= left && left <= b)
+                        .map(|&(_, _, p)| p)
+                });
+                if let Some(p) = served {
+                    parent.insert(number, p);
+                }
+            }
+        }
+        Pools {
+            connections,
+            parent,
+            connection_of: HashMap::new(),
+            next_id: 0,
+            idle: BTreeMap::new(),
+            owner: HashMap::new(),
+        }
+    }
+
+    /// An idle connection for `call` (leaving at `start`), if there is one; otherwise
+    /// the caller opens one, whose id is noted here.
+    fn take(&mut self, number: u64, call: &Call, start: Nanos) -> Option<(Side, Side)> {
+        if self.connections == Connections::PerCall {
+            return None;
+        }
+        let owner = match self.connections {
+            Connections::WorkerPool => self
+                .parent
+                .get(&number)
+                .and_then(|p| self.connection_of.get(p))
+                .map_or(0, |id| id + 1),
+            _ => 0,
+        };
+        let key = (call.from, owner, call.to);
+        self.owner.insert(number, key);
+        let idle = self.idle.entry(key).or_default();
+        match idle.iter().position(|&(_, _, _, free, _)| free <= start) {
+            Some(at) => {
+                let (id, client, server, _, _) = idle.remove(at);
+                self.connection_of.insert(number, id);
+                Some((client, server))
+            }
+            None => {
+                self.connection_of.insert(number, self.next_id);
+                self.next_id += 1;
+                None
+            }
+        }
+    }
+
+    /// Puts `call`'s connection back, free once its answer is in (`back`).
+    fn give_back(
+        &mut self,
+        number: u64,
+        call: &Call,
+        client: Side,
+        server: Side,
+        back: Nanos,
+        delays: (Nanos, Nanos),
+    ) {
+        let key = self
+            .owner
+            .remove(&number)
+            .unwrap_or((call.from, 0, call.to));
+        let id = self.connection_of.get(&number).copied().unwrap_or(u64::MAX);
+        self.idle
+            .entry(key)
+            .or_default()
+            .push((id, client, server, back + 2 * STEP, delays));
+    }
+
+    /// Every connection still open, in a fixed order, with when it was last used.
+    fn drain(&mut self) -> Vec<(Side, Side, Nanos, (Nanos, Nanos))> {
+        std::mem::take(&mut self.idle)
+            .into_values()
+            .flatten()
+            .map(|(_, client, server, free, delays)| (client, server, free - 2 * STEP, delays))
+            .collect()
+    }
 }
 
 fn write_container(

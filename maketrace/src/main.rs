@@ -78,8 +78,8 @@ struct Cli {
     sd_factor: f64,
 
     /// Write packet captures instead of a text trace: one per host, `DIR/<node>.pcap`,
-    /// with real Ethernet/IPv4/TCP (one connection per call; with --payload grpc one per
-    /// pair of hosts, a stream per call) and `DIR/truth.tsv`, the
+    /// with real Ethernet/IPv4/TCP (one connection per call, or see --connections; with
+    /// --payload grpc one per pair of hosts, a stream per call) and `DIR/truth.tsv`, the
     /// path instance of every call by its capture call id. A text trace is still
     /// written when -o is given.
     #[arg(long, value_name = "DIR")]
@@ -93,9 +93,25 @@ struct Cli {
     #[arg(long, requires = "pcap")]
     pcapng: bool,
 
+    /// Which connection each HTTP or ONC RPC call in captures travels on.
+    #[arg(long, value_enum, default_value_t = ConnectionsArg::PerCall, requires = "pcap")]
+    connections: ConnectionsArg,
+
     /// Do not print the summary on stderr.
     #[arg(long, short)]
     quiet: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ConnectionsArg {
+    /// A new connection per call.
+    PerCall,
+    /// Each host serves a call on its first free worker, whose calls out go on
+    /// keep-alive connections of its own: a request's calls follow its worker.
+    WorkerPool,
+    /// A host's calls out take the first free keep-alive connection to their callee,
+    /// whatever request they serve.
+    SharedPool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -208,8 +224,14 @@ fn run() -> Result<()> {
         } else {
             maketrace::capture::Container::Pcap
         };
-        let written = maketrace::capture::write(&trace, dir, payload, container)
-            .with_context(|| format!("writing captures to {}", dir.display()))?;
+        let connections = match cli.connections {
+            ConnectionsArg::PerCall => maketrace::capture::Connections::PerCall,
+            ConnectionsArg::WorkerPool => maketrace::capture::Connections::WorkerPool,
+            ConnectionsArg::SharedPool => maketrace::capture::Connections::SharedPool,
+        };
+        let written =
+            maketrace::capture::write_with(&trace, dir, payload, container, None, connections)
+                .with_context(|| format!("writing captures to {}", dir.display()))?;
         if !cli.quiet {
             eprintln!(
                 "maketrace: {} captures in {}: {} packets, {} calls{}",

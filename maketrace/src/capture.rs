@@ -323,7 +323,7 @@ pub fn write(
     payload: Payload,
     container: Container,
 ) -> io::Result<Written> {
-    write_captures(trace, dir, payload, container, None)
+    write_with(trace, dir, payload, container, None, Connections::PerCall)
 }
 
 /// Like [`write`], with every packet delayed by `link` on its way: a segment is stamped
@@ -336,33 +336,19 @@ pub fn write_over(
     container: Container,
     link: &Link,
 ) -> io::Result<Written> {
-    write_captures(trace, dir, payload, container, Some(link))
+    write_with(
+        trace,
+        dir,
+        payload,
+        container,
+        Some(link),
+        Connections::PerCall,
+    )
 }
 
 /// Like [`write`] or [`write_over`] (with `link`), each call on the connection that
 /// `connections` gives it.
 pub fn write_with(
-    trace: &Generated,
-    dir: &Path,
-    payload: Payload,
-    container: Container,
-    link: Option<&Link>,
-    connections: Connections,
-) -> io::Result<Written> {
-    write_captures_on(trace, dir, payload, container, link, connections)
-}
-
-fn write_captures(
-    trace: &Generated,
-    dir: &Path,
-    payload: Payload,
-    container: Container,
-    link: Option<&Link>,
-) -> io::Result<Written> {
-    write_captures_on(trace, dir, payload, container, link, Connections::PerCall)
-}
-
-fn write_captures_on(
     trace: &Generated,
     dir: &Path,
     payload: Payload,
@@ -461,7 +447,7 @@ fn write_captures_on(
             }
             None => (forward, backward),
         };
-        let reused = pools.take(number, call, start);
+        let (slot, reused) = pools.take(number, call, start);
         let fresh = reused.is_none();
         let (mut client, mut server) = reused.unwrap_or_else(|| {
             let port = next_port.entry(call.from).or_insert(32_768);
@@ -531,7 +517,7 @@ fn write_captures_on(
             Connections::PerCall => {
                 writer.close(&mut client, &mut server, back, (forward, backward))
             }
-            _ => pools.give_back(number, call, client, server, back, (forward, backward)),
+            _ => pools.give_back(slot, client, server, back, (forward, backward)),
         }
     }
     for (mut client, mut server, last, delays) in pools.drain() {
@@ -564,13 +550,18 @@ struct Pools {
     /// Per call, the id of the connection it travelled on.
     connection_of: HashMap<u64, u64>,
     next_id: u64,
-    /// Idle connections by (caller, owner, callee): id, sides, free from, one-way
-    /// delays. In a worker pool a host's worker serves one connection in, for as long
-    /// as it is open, and owns the connections its calls out take: the owner is that
-    /// connection's id + 1. In a shared pool, and for calls that serve none, it is 0.
+    /// Idle connections by [`Slot`]'s pool: id, sides, free from, one-way delays.
     idle: BTreeMap<(u32, u64, u32), Vec<Idle>>,
-    /// What was taken, by call, to give back.
-    owner: HashMap<u64, (u32, u64, u32)>,
+}
+
+/// Where a call's connection comes from and goes back to: its pool, (caller, owner,
+/// callee), and its id. In a worker pool a host's worker serves one connection in, for
+/// as long as it is open, and owns the connections its calls out take: the owner is
+/// that connection's id + 1. In a shared pool, and for calls that serve none, it is 0.
+#[derive(Clone, Copy)]
+struct Slot {
+    pool: (u32, u64, u32),
+    id: u64,
 }
 
 /// A call into a node: when it arrived, when it was answered, its number.
@@ -630,15 +621,15 @@ impl Pools {
             connection_of: HashMap::new(),
             next_id: 0,
             idle: BTreeMap::new(),
-            owner: HashMap::new(),
         }
     }
 
-    /// An idle connection for `call` (leaving at `start`), if there is one; otherwise
-    /// the caller opens one, whose id is noted here.
-    fn take(&mut self, number: u64, call: &Call, start: Nanos) -> Option<(Side, Side)> {
+    /// Where `call` (leaving at `start`) takes its connection from, and an idle one
+    /// if there is one; otherwise the caller opens one, with the id in the slot.
+    fn take(&mut self, number: u64, call: &Call, start: Nanos) -> (Slot, Option<(Side, Side)>) {
+        let pool = (call.from, 0, call.to);
         if self.connections == Connections::PerCall {
-            return None;
+            return (Slot { pool, id: 0 }, None);
         }
         let owner = match self.connections {
             Connections::WorkerPool => self
@@ -648,42 +639,38 @@ impl Pools {
                 .map_or(0, |id| id + 1),
             _ => 0,
         };
-        let key = (call.from, owner, call.to);
-        self.owner.insert(number, key);
-        let idle = self.idle.entry(key).or_default();
-        match idle.iter().position(|&(_, _, _, free, _)| free <= start) {
+        let pool = (call.from, owner, call.to);
+        let idle = self.idle.entry(pool).or_default();
+        let (id, reused) = match idle.iter().position(|&(_, _, _, free, _)| free <= start) {
             Some(at) => {
                 let (id, client, server, _, _) = idle.remove(at);
-                self.connection_of.insert(number, id);
-                Some((client, server))
+                (id, Some((client, server)))
             }
             None => {
-                self.connection_of.insert(number, self.next_id);
                 self.next_id += 1;
-                None
+                (self.next_id - 1, None)
             }
-        }
+        };
+        self.connection_of.insert(number, id);
+        (Slot { pool, id }, reused)
     }
 
-    /// Puts `call`'s connection back, free once its answer is in (`back`).
+    /// Puts a connection back in its slot's pool, free once its answer is in (`back`).
     fn give_back(
         &mut self,
-        number: u64,
-        call: &Call,
+        slot: Slot,
         client: Side,
         server: Side,
         back: Nanos,
         delays: (Nanos, Nanos),
     ) {
-        let key = self
-            .owner
-            .remove(&number)
-            .unwrap_or((call.from, 0, call.to));
-        let id = self.connection_of.get(&number).copied().unwrap_or(u64::MAX);
-        self.idle
-            .entry(key)
-            .or_default()
-            .push((id, client, server, back + 2 * STEP, delays));
+        self.idle.entry(slot.pool).or_default().push((
+            slot.id,
+            client,
+            server,
+            back + 2 * STEP,
+            delays,
+        ));
     }
 
     /// Every connection still open, in a fixed order, with when it was last used.

@@ -537,11 +537,6 @@ pub fn read_captures(
     Ok(captures)
 }
 
-/// Whether a file starts with gzip's magic number.
-pub fn is_compressed(path: &Path) -> bool {
-    magic(path).is_some_and(|m| m & 0xffff == 0x8b1f)
-}
-
 /// Names nodes and adds the captures' message ends to `builder`: a message leaving one
 /// of a file's own addresses is a send at that host, one arriving at them a receive;
 /// a message between two others (a capture of a whole network) counts as a send.

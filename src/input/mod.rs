@@ -216,18 +216,24 @@ fn what_was_read(input: &Input, text_traces: usize) -> String {
     held.join("; ")
 }
 
+/// A progress bar labelled `what` over the stored bytes of the files among `sources`
+/// (standard input has no size to show).
+fn progress_over(what: &str, sources: &[Source], show: bool) -> Progress {
+    let files: Vec<&Path> = sources
+        .iter()
+        .filter(|s| s.is_file())
+        .map(|s| s.path.as_path())
+        .collect();
+    Progress::reading(what, &files, show)
+}
+
 /// Reads every text trace into `builder`, in the order given.
 fn read_texts(
     texts: Vec<Source>,
     progress: bool,
     builder: &mut TraceBuilder,
 ) -> Result<(), InputError> {
-    let files: Vec<&Path> = texts
-        .iter()
-        .filter(|s| s.is_file())
-        .map(|s| s.path.as_path())
-        .collect();
-    let progress = Progress::reading("reading text traces", &files, progress);
+    let progress = progress_over("reading text traces", &texts, progress);
     for source in texts {
         let path = source.path.clone();
         // A plain file's size tells how much room the trace needs at once.
@@ -252,12 +258,7 @@ fn read_captures(
     options: &capture::CaptureOptions,
     progress: bool,
 ) -> Result<Vec<capture::HostCapture>, InputError> {
-    let files: Vec<&Path> = captures
-        .iter()
-        .filter(|s| s.is_file())
-        .map(|s| s.path.as_path())
-        .collect();
-    let progress = Progress::reading("reading captures", &files, progress);
+    let progress = progress_over("reading captures", &captures, progress);
     let opened = captures
         .into_iter()
         .map(|source| Ok((source.path.clone(), source.open(&progress)?)))
@@ -437,7 +438,7 @@ pub fn write_aligned(
     })?;
     if let Some(host) = captures
         .iter()
-        .find(|h| source::is_standard(&h.path) || capture::is_compressed(&h.path))
+        .find(|h| source::is_standard(&h.path) || source::is_gzip(&h.path))
     {
         return Err(InputError::Usage(format!(
             "--write rewrites capture files as they are stored: {} is {}; give it as a plain pcap or pcapng file",

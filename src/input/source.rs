@@ -19,6 +19,17 @@ pub const STANDARD_STREAM: &str = "-";
 /// Bytes looked at to tell an input's kind.
 const SNIFF: usize = 4096;
 
+/// How a gzip stream starts.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Whether the file at `path` is gzip-compressed (false where it cannot be read).
+pub fn is_gzip(path: &Path) -> bool {
+    let mut magic = [0u8; 2];
+    File::open(path)
+        .and_then(|mut file| file.read_exact(&mut magic))
+        .is_ok_and(|()| magic == GZIP_MAGIC)
+}
+
 /// Whether `path` names the standard stream.
 pub fn is_standard(path: &Path) -> bool {
     path.as_os_str() == STANDARD_STREAM
@@ -150,7 +161,7 @@ impl Source {
             source,
         };
         let (raw_head, raw) = head(raw).map_err(io_error)?;
-        let gzip = raw_head.starts_with(&[0x1f, 0x8b]);
+        let gzip = raw_head.starts_with(&GZIP_MAGIC);
         let (first, stream) = if gzip {
             head(Box::new(MultiGzDecoder::new(
                 Cursor::new(raw_head).chain(raw),
@@ -241,7 +252,7 @@ fn kind_of(path: &Path, first: &[u8], gzip: bool) -> Result<Kind, SourceError> {
             "convert it with `editcap -F pcap FILE OUT.pcap` (Wireshark's editcap)",
         ));
     }
-    if starts(&[0x1f, 0x8b]) && gzip {
+    if starts(&GZIP_MAGIC) && gzip {
         return Err(unsupported(
             "gzip-compressed twice",
             "decompress it once with `gunzip` first",

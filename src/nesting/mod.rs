@@ -422,10 +422,6 @@ pub(crate) struct DecisionRecord {
     pub joint_losses: Vec<(u32, f64, Option<f64>)>,
 }
 
-/// Steps 2 and 3 for one node B: candidates, B's scoreboard, the greedy choice, with
-/// an asynchronous window the wider candidates, the joint choice, and dropping
-/// asynchronous links it is unsure of. `lost` is the share of calls into B that the
-/// trace lost. With `record`, that child's decision is kept for `--explain`.
 /// A key of the connection a call travelled on, the same for every call on it, or
 /// [`joint::NO_CONNECTION`]: a hash of its id's connection part, with a fixed seed so
 /// that answers never vary between runs.
@@ -439,6 +435,10 @@ fn connection_key(trace: &Trace, pair: &CallPair) -> u64 {
     }
 }
 
+/// Steps 2 and 3 for one node B: candidates, B's scoreboard, the greedy choice, with
+/// an asynchronous window the wider candidates, the joint choice, and dropping
+/// asynchronous links it is unsure of. `lost` is the share of calls into B that the
+/// trace lost. With `record`, that child's decision is kept for `--explain`.
 fn nest_node(
     whole: &WholeTrace,
     incoming: &mut [u32],

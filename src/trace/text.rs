@@ -73,19 +73,12 @@ pub enum LineProblem {
     NotUtf8,
 }
 
-/// Reads text trace files into one builder. Files are read in the order given.
+/// Reads text trace files into one builder. Files are read in the order given. (The
+/// command line reads through [`crate::input`], which also tells captures apart and
+/// reads gzip'd files and standard input.)
 pub fn read_files<P: AsRef<Path>>(
     paths: &[P],
     builder: &mut TraceBuilder,
-) -> Result<(), TraceError> {
-    read_files_showing(paths, builder, &crate::progress::Progress::hidden())
-}
-
-/// Like [`read_files`], advancing `progress` by the bytes read.
-pub fn read_files_showing<P: AsRef<Path>>(
-    paths: &[P],
-    builder: &mut TraceBuilder,
-    progress: &crate::progress::Progress,
 ) -> Result<(), TraceError> {
     for path in paths {
         let path = path.as_ref();
@@ -95,7 +88,7 @@ pub fn read_files_showing<P: AsRef<Path>>(
         };
         let file = File::open(path).map_err(io_error)?;
         let size = file.metadata().map_err(io_error)?.len();
-        let reader = BufReader::with_capacity(1 << 20, progress.wrap(file));
+        let reader = BufReader::with_capacity(1 << 20, file);
         read_with_size(path, reader, size, builder)?;
     }
     Ok(())

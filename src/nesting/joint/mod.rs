@@ -213,15 +213,14 @@ pub fn choose_jointly(
     let parallelism = links as f64 / f64::from(with_candidates.max(1));
     calls.dense = parallelism >= SOFT_FROM_PARALLELISM;
     let calls = calls;
+    let all = Scope::all(candidates, incoming.len());
     let initial = match start {
         Start::Greedy(initial) => initial,
         Start::Given(given) => {
-            let all = Scope::all(candidates, incoming.len());
             let state = settle(&calls, candidates, given, false, all);
             return chosen(&state, candidates, explain);
         }
     };
-    let all = Scope::all(candidates, incoming.len());
     let node = Node {
         pairs,
         incoming,

@@ -784,7 +784,10 @@ fn exactly_right_on_connections(connections: maketrace::capture::Connections) ->
         Payload::Http,
         Container::Pcap,
         None,
-        connections,
+        maketrace::capture::Servers {
+            connections,
+            ids: None,
+        },
     )
     .unwrap();
     let share = |extra: &[&str]| -> f64 {

@@ -50,6 +50,59 @@ pub enum Connections {
     SharedPool,
 }
 
+/// The request id each HTTP or gRPC call carries, as a system that propagates one
+/// writes it: every call of a path instance carries the instance's id, so a reader can
+/// tell a call's parent from it. (ONC RPC calls carry none.)
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ids {
+    /// The header that carries it.
+    pub header: IdHeader,
+    /// The share of path instances whose calls carry it (sampled tracing carries some).
+    pub share: f64,
+}
+
+/// A propagated id's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdHeader {
+    /// W3C trace context: `traceparent: 00-<trace id>-<span id>-01`.
+    TraceParent,
+    /// `X-Request-ID: <tracelet>-<instance>`.
+    RequestId,
+}
+
+impl Ids {
+    /// The header line's name and value for a call of path instance `truth`, if that
+    /// instance carries one; `number` tells the call (its span).
+    fn header(&self, truth: (u32, u64), number: u64) -> Option<(&'static str, String)> {
+        let instance = mix(u64::from(truth.0) << 40 ^ truth.1);
+        if (instance % 1_000_000) as f64 >= self.share * 1_000_000.0 {
+            return None;
+        }
+        Some(match self.header {
+            IdHeader::TraceParent => (
+                "traceparent",
+                format!(
+                    "00-{:016x}{:016x}-{:016x}-01",
+                    mix(instance),
+                    instance,
+                    mix(number) | 1
+                ),
+            ),
+            IdHeader::RequestId => ("x-request-id", format!("{}-{}", truth.0, truth.1)),
+        })
+    }
+}
+
+/// How the hosts of a generated system serve calls: the connections their calls take,
+/// and the ids they carry.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Servers {
+    /// Which connection each HTTP/1.1 or ONC RPC call takes.
+    pub connections: Connections,
+    /// The request id calls carry, if any.
+    pub ids: Option<Ids>,
+}
+
 /// What was written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Written {
@@ -270,13 +323,26 @@ impl Writer {
     }
 }
 
-fn request(payload: Payload, trace: &Generated, call: &Call, number: u64) -> Vec<u8> {
+fn request(
+    payload: Payload,
+    trace: &Generated,
+    call: &Call,
+    number: u64,
+    ids: Option<&Ids>,
+) -> Vec<u8> {
     match payload {
-        Payload::Http => format!(
-            "GET /{}/{number} HTTP/1.1\r\nHost: {}\r\nUser-Agent: maketrace\r\n\r\n",
-            trace.nodes[call.to as usize], trace.nodes[call.to as usize]
-        )
-        .into_bytes(),
+        Payload::Http => {
+            let id = ids
+                .and_then(|ids| ids.header(call.truth, number))
+                .map_or(String::new(), |(name, value)| {
+                    format!("{name}: {value}\r\n")
+                });
+            format!(
+                "GET /{}/{number} HTTP/1.1\r\nHost: {}\r\nUser-Agent: maketrace\r\n{id}\r\n",
+                trace.nodes[call.to as usize], trace.nodes[call.to as usize]
+            )
+            .into_bytes()
+        }
         Payload::OncRpc => {
             let words: [u32; 10] = [number as u32, 0, 2, 100_003, 3, 1, 0, 0, 0, 0];
             record(&words)
@@ -323,7 +389,7 @@ pub fn write(
     payload: Payload,
     container: Container,
 ) -> io::Result<Written> {
-    write_with(trace, dir, payload, container, None, Connections::PerCall)
+    write_with(trace, dir, payload, container, None, Servers::default())
 }
 
 /// Like [`write`], with every packet delayed by `link` on its way: a segment is stamped
@@ -342,20 +408,21 @@ pub fn write_over(
         payload,
         container,
         Some(link),
-        Connections::PerCall,
+        Servers::default(),
     )
 }
 
 /// Like [`write`] or [`write_over`] (with `link`), each call on the connection that
-/// `connections` gives it.
+/// `servers` gives it, carrying the ids it gives.
 pub fn write_with(
     trace: &Generated,
     dir: &Path,
     payload: Payload,
     container: Container,
     link: Option<&Link>,
-    connections: Connections,
+    servers: Servers,
 ) -> io::Result<Written> {
+    let Servers { connections, ids } = servers;
     std::fs::create_dir_all(dir)?;
     let mut written = Written::default();
     // Gather both ends of every call and its return.
@@ -417,7 +484,14 @@ pub fn write_with(
                 Some((number, request, reply))
             })
             .collect();
-        written.calls = grpc::write(trace, &calls, ends, link, &mut writer, &mut truth);
+        written.calls = grpc::write(
+            trace,
+            &calls,
+            (ends, ids.as_ref()),
+            link,
+            &mut writer,
+            &mut truth,
+        );
         numbers.clear();
     }
     let mut pools = Pools::new(connections, &calls, one_ended, &mut numbers);
@@ -484,7 +558,7 @@ pub fn write_with(
             call.truth.1
         );
         let at = |t: Nanos, delay: Nanos| (Some(t), Some(t + delay));
-        let bytes = request(payload, trace, call, number);
+        let bytes = request(payload, trace, call, number, ids.as_ref());
         writer.message(
             &mut client,
             &server,
@@ -701,7 +775,7 @@ fn write_container(
 /// leave), headers compressed with HPACK as real peers do, so that a reader must keep
 /// each direction's dynamic table.
 mod grpc {
-    use super::{address, mix, Call, Ends, Link, Side, Writer, GRPC_PORT, STEP};
+    use super::{address, mix, Call, Ends, Ids, Link, Side, Writer, GRPC_PORT, STEP};
     use crate::generate::Generated;
     use blackbox::trace::Nanos;
     use std::collections::{BTreeMap, HashMap};
@@ -727,7 +801,7 @@ mod grpc {
     pub(super) fn write(
         trace: &Generated,
         calls: &HashMap<u64, Call>,
-        ends: Vec<(u64, Ends, Ends)>,
+        (ends, ids): (Vec<(u64, Ends, Ends)>, Option<&Ids>),
         link: Option<&Link>,
         writer: &mut Writer,
         truth: &mut String,
@@ -782,14 +856,19 @@ mod grpc {
                     bytes.extend_from_slice(PREFACE);
                     frame(4, 0, 0, &[], &mut bytes);
                 }
-                let headers = encoder.encode([
+                let id = ids.and_then(|ids| ids.header(calls[number].truth, *number));
+                let mut fields = vec![
                     (&b":method"[..], &b"POST"[..]),
                     (b":scheme", b"http"),
                     (b":path", method.as_bytes()),
                     (b":authority", authority.as_bytes()),
                     (b"content-type", b"application/grpc"),
                     (b"te", b"trailers"),
-                ]);
+                ];
+                if let Some((name, value)) = &id {
+                    fields.push((name.as_bytes(), value.as_bytes()));
+                }
+                let headers = encoder.encode(fields);
                 frame(1, 0x4, stream, &headers, &mut bytes);
                 frame(
                     0,

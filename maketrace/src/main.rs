@@ -97,9 +97,33 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = ConnectionsArg::PerCall, requires = "pcap")]
     connections: ConnectionsArg,
 
+    /// Each HTTP or gRPC call in captures carries its path instance's request id in
+    /// this header, as a system that propagates one does (ONC RPC calls carry none).
+    #[arg(long, value_enum, value_name = "HEADER", requires = "pcap")]
+    ids: Option<IdsArg>,
+
+    /// The share of path instances whose calls carry an id (with --ids).
+    #[arg(long, value_name = "SHARE", default_value_t = 1.0, requires = "ids", value_parser = share)]
+    id_share: f64,
+
     /// Do not print the summary on stderr.
     #[arg(long, short)]
     quiet: bool,
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("`{text}` is not a share between 0 and 1")),
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum IdsArg {
+    /// W3C trace context: traceparent: 00-<trace id>-<span id>-01.
+    Traceparent,
+    /// X-Request-ID: <tracelet>-<instance>.
+    XRequestId,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -229,8 +253,16 @@ fn run() -> Result<()> {
             ConnectionsArg::WorkerPool => maketrace::capture::Connections::WorkerPool,
             ConnectionsArg::SharedPool => maketrace::capture::Connections::SharedPool,
         };
+        let ids = cli.ids.map(|header| maketrace::capture::Ids {
+            header: match header {
+                IdsArg::Traceparent => maketrace::capture::IdHeader::TraceParent,
+                IdsArg::XRequestId => maketrace::capture::IdHeader::RequestId,
+            },
+            share: cli.id_share,
+        });
+        let servers = maketrace::capture::Servers { connections, ids };
         let written =
-            maketrace::capture::write_with(&trace, dir, payload, container, None, connections)
+            maketrace::capture::write_with(&trace, dir, payload, container, None, servers)
                 .with_context(|| format!("writing captures to {}", dir.display()))?;
         if !cli.quiet {
             eprintln!(

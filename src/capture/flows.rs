@@ -401,6 +401,7 @@ impl<'a> Flows<'a> {
             endpoints: self.endpoints,
             messages: self.messages,
             operations: self.output.operations,
+            propagated: self.output.propagated,
         }
     }
 }
@@ -415,6 +416,10 @@ pub struct Followed {
     ///
     /// [`Operation`]: super::protocol::Operation
     pub operations: Vec<String>,
+    /// The propagated ids the messages refer to, by [`Propagated`] index.
+    ///
+    /// [`Propagated`]: super::protocol::Propagated
+    pub propagated: Vec<String>,
 }
 
 /// The ends of a flow and how it is read, for the messages its framer produced.

@@ -137,6 +137,8 @@ pub struct HostCapture {
     messages: Vec<CaptureMessage>,
     /// Operation names, by the index the messages carry.
     operations: Vec<String>,
+    /// Propagated ids, by the index the messages carry.
+    propagated: Vec<String>,
 }
 
 /// The TCP segments from one address to another in one capture, for finding the same
@@ -267,6 +269,7 @@ pub fn read_capture<R: Read + Send>(
         endpoints: followed.endpoints,
         messages: followed.messages,
         operations: followed.operations,
+        propagated: followed.propagated,
     })
 }
 
@@ -577,6 +580,7 @@ pub fn add_to_trace(
         let mut ids: HashMap<(u32, bool), crate::trace::NodeId> = HashMap::new();
         // The capture's few operation names, each interned once, when first met.
         let mut operation_ids = vec![None; capture.operations.len()];
+        let mut propagated_ids = vec![None; capture.propagated.len()];
         for message in &capture.messages {
             let client = capture.endpoints[message.client as usize];
             let server = capture.endpoints[message.server as usize];
@@ -619,6 +623,11 @@ pub fn add_to_trace(
                 }
             }
             builder.status(call_id, framed.status);
+            if let Some(request) = capture.propagated.get(framed.propagated.0 as usize) {
+                let id = *propagated_ids[framed.propagated.0 as usize]
+                    .get_or_insert_with(|| builder.propagated_id(request));
+                builder.set_propagated(call_id, id);
+            }
             let truth = match options.truth.get(&text) {
                 Some(instance) => builder.truth(instance),
                 None => Truth::NONE,

@@ -260,6 +260,15 @@ pub(super) struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub(super) truth: Option<PathBuf>,
 
+    /// Score against the system's own request ids, hidden from the inference
+    ///
+    /// Where calls carry request ids or trace contexts (`traceparent`, `X-Request-ID`,
+    /// ... as `nest` reads them), infer the parents without them, then score each call
+    /// whose id names its parent: how far to trust blackbox on this system, per node,
+    /// and whether its confidence means what it says. Needs no truth.
+    #[arg(long, conflicts_with_all = ["truth", "start_from_truth"])]
+    pub(super) against_ids: bool,
+
     /// Compare the top N patterns for N = 1..K.
     #[arg(long, value_name = "K", default_value_t = 20)]
     pub(super) top_n: usize,
@@ -672,6 +681,16 @@ pub(super) struct AlgorithmArgs {
     /// such affinity learns none.
     #[arg(long, help_heading = "Advanced")]
     pub(super) ignore_connections: bool,
+
+    /// Ignore the request ids and trace contexts calls carry
+    ///
+    /// By default, where calls carry `traceparent`, `b3`, `X-B3-TraceId`,
+    /// `uber-trace-id` or `X-Request-ID` (HTTP headers, gRPC metadata, sqlcommenter
+    /// comments in SQL) and a node passes them on to the calls it makes, a call's
+    /// parent is the call carrying the same id, and the rest are inferred with what
+    /// those links teach. The summary says how many calls carried one.
+    #[arg(long, help_heading = "Advanced")]
+    pub(super) ignore_ids: bool,
 }
 
 pub(super) fn duration(text: &str) -> Result<Nanos, String> {
@@ -705,6 +724,7 @@ impl AlgorithmArgs {
             },
             by_operation: false,
             connections: !a.ignore_connections,
+            ids: !a.ignore_ids,
         }
     }
 }

@@ -5,7 +5,7 @@ use super::args::{AlignArgs, ConvolveArgs, EvalArgs, GraphArgs, InputArgs, NestA
 use anyhow::{Context, Result};
 use blackbox::align;
 use blackbox::convolution::{self, ConvolveOptions};
-use blackbox::eval::{calls, paths};
+use blackbox::eval::{self, calls, paths};
 use blackbox::exit::Usage;
 use blackbox::input::{self, source, Input};
 use blackbox::nesting::explain::{self, CallQuery};
@@ -131,9 +131,12 @@ pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
 pub(super) fn eval(args: EvalArgs) -> Result<()> {
     let options = args.algorithm.options();
     let main = MainOutput::of(&[("--json", args.json.as_deref())], &[], args.input.quiet)?;
-    let Loaded { input, .. } = load_inputs(&args.input)?;
-    let trace = &input.trace;
+    let Loaded { mut input, .. } = load_inputs(&args.input)?;
     let files = &args.input.files;
+    if args.against_ids {
+        return eval_against_ids(&mut input, &options, &args, &main);
+    }
+    let trace = &input.trace;
     let truth = match &args.truth {
         Some(path) => {
             let file =
@@ -188,6 +191,55 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
     };
     if let Some(path) = &args.json {
         write_out(Some(path), |w| {
+            serde_json::to_writer_pretty(&mut *w, &json)?;
+            writeln!(w)
+        })?;
+    }
+    Ok(())
+}
+
+/// `eval --against-ids`: infers with the ids hidden, scores against them.
+fn eval_against_ids(
+    input: &mut Input,
+    options: &nesting::NestOptions,
+    args: &EvalArgs,
+    main: &MainOutput,
+) -> Result<()> {
+    let files = &args.input.files;
+    let hidden = input.trace.hide_propagated();
+    if hidden.is_empty() {
+        return Err(Usage(format!(
+            "{}: no call carries a request id or trace context (traceparent, b3, X-B3-TraceId, uber-trace-id, X-Request-ID): nothing to score against",
+            describe(files)
+        ))
+        .into());
+    }
+    let nesting = nesting::nest(&input.trace, options);
+    input.trace.restore_propagated(hidden);
+    let nesting = nesting.with_context(|| describe(files))?;
+    let trace = &input.trace;
+    if !args.input.quiet {
+        report::summary::write(
+            &trace.stats,
+            input.capture_totals.as_ref(),
+            &nesting.stats,
+            nesting.patterns.len(),
+            &mut io::stderr().lock(),
+        )?;
+    }
+    let named = eval::ids::id_parents(trace, &nesting.pairs, options.skew_window);
+    let scores = eval::ids::evaluate(trace, &nesting, &named);
+    if scores.labelled == 0 {
+        return Err(Usage(format!(
+            "{}: calls carry ids, but no node passes them on to the calls it makes, so no id names a parent: nothing to score against",
+            describe(files)
+        ))
+        .into());
+    }
+    main.write(|w| report::evaluation::write_ids(&scores, w))?;
+    if let Some(path) = &args.json {
+        write_out(Some(path), |w| {
+            let json = serde_json::json!({ "algorithm": "nesting", "truth": "propagated ids", "ids": scores });
             serde_json::to_writer_pretty(&mut *w, &json)?;
             writeln!(w)
         })?;

@@ -4,8 +4,11 @@
 //!
 //! Two kinds of truth: the trace's own truth column (a path-instance id on every
 //! message, as `maketrace` writes), scored by [`paths`]; and a file of true parents in
-//! the assignments format (real traces), scored call by call by [`calls`].
+//! the assignments format (real traces), scored call by call by [`calls`]. And where
+//! no truth is at hand, the system's own propagated ids, hidden from the inference
+//! ([`ids`]).
 
 pub mod calls;
+pub mod ids;
 pub mod message_paths;
 pub mod paths;

@@ -70,6 +70,10 @@ pub struct PathScores {
     pub calls_right: u64,
     /// All call pairs.
     pub calls: u64,
+    /// Calls with a true parent (all but the roots).
+    pub children: u64,
+    /// Of those, calls given it: what `eval --against-ids` estimates.
+    pub children_right: u64,
     /// Top-N for N = 1..=K.
     pub top_n: Vec<TopN>,
     /// For each pattern in both truth and inference, the latency errors, by truth rank.
@@ -129,6 +133,10 @@ pub fn evaluate(trace: &Trace, inferred: &Nesting, truth: &Nesting, max_n: usize
     let calls_right = (0..truth.pairs.len())
         .filter(|&i| inferred.parent[i] == truth.parent[i])
         .count() as u64;
+    let children = truth.parent.iter().filter(|&&p| p != NO_PARENT).count() as u64;
+    let children_right = (0..truth.pairs.len())
+        .filter(|&i| truth.parent[i] != NO_PARENT && inferred.parent[i] == truth.parent[i])
+        .count() as u64;
     let messages = Counts {
         truth: 2 * calls,
         inferred: 2 * calls,
@@ -142,6 +150,8 @@ pub fn evaluate(trace: &Trace, inferred: &Nesting, truth: &Nesting, max_n: usize
         instances_exact,
         calls_right,
         calls,
+        children,
+        children_right,
         top_n: top_n(inferred, truth, max_n),
         latency: latency_errors(trace, inferred, truth),
     }

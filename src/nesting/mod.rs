@@ -13,6 +13,7 @@ pub mod explain;
 pub mod joint;
 pub mod parents;
 pub mod patterns;
+pub mod propagated;
 pub mod scoreboard;
 
 use crate::trace::{call_id_order, Kind, Nanos, Trace};
@@ -74,6 +75,10 @@ pub struct NestOptions {
     /// follow the connection of the call they serve, where call ids name connections
     /// (captures'). A node whose connections show no such affinity learns none.
     pub connections: bool,
+    /// Use the request ids or trace contexts calls carry (`traceparent`,
+    /// `X-Request-ID`, ...): where a node passes them on, a child's parent is the call
+    /// carrying its id ([`propagated`]).
+    pub ids: bool,
 }
 
 impl Default for NestOptions {
@@ -92,6 +97,7 @@ impl Default for NestOptions {
             learn_window: joint::LEARN_WINDOW,
             by_operation: false,
             connections: true,
+            ids: true,
         }
     }
 }
@@ -158,6 +164,17 @@ pub struct NestStats {
     /// joint choice learned (captures only; see [`NestOptions::connections`]).
     #[serde(skip_serializing_if = "is_zero")]
     pub connection_affinity_nodes: u64,
+    /// Calls out of a node that carried a propagated id (captures or text traces with
+    /// `id=`; see [`NestOptions::ids`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub calls_with_ids: u64,
+    /// Of those, the ones whose parent the ids fixed: one candidate carried the same id
+    /// at a node whose ids propagate.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub links_fixed_by_ids: u64,
+    /// Nodes whose calls out carry on the ids of the calls they serve.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub id_nodes: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -281,6 +298,9 @@ fn nest_starting(
         stats.async_left_roots += outcome.unsure;
         stats.late_children += outcome.late_children;
         stats.connection_affinity_nodes += u64::from(outcome.connection_affinity);
+        stats.calls_with_ids += outcome.ids.carried;
+        stats.links_fixed_by_ids += outcome.ids.fixed;
+        stats.id_nodes += u64::from(outcome.ids.propagates);
         stats.histograms += outcome.histograms;
     }
     stats.mean_parallelism = if children_with_candidates == 0 {
@@ -383,6 +403,7 @@ struct NodeOutcome {
     late_children: u64,
     histograms: u64,
     connection_affinity: bool,
+    ids: propagated::IdLinks,
 }
 
 /// What every node's choice shares.
@@ -571,10 +592,11 @@ fn nest_node(
         unsure,
         late_children,
         chosen,
-        candidate_links: candidates.parents.len() as u64,
+        candidate_links: board.links_before_ids,
         children_with_candidates,
         histograms: board.scoreboard.histograms() as u64,
         connection_affinity,
+        ids: board.ids,
     }
 }
 
@@ -689,6 +711,9 @@ fn parent_answered_first(
 struct NodeBoard {
     candidates: candidates::Candidates,
     scoreboard: Scoreboard,
+    /// Candidate links before propagated ids narrowed them: the node's parallelism.
+    links_before_ids: u64,
+    ids: propagated::IdLinks,
 }
 
 /// Step 2 for one node B: sorts its calls in and out on B's clock, finds each child's
@@ -736,6 +761,15 @@ fn prepare_node(
             same_truth_only: options.same_truth_only,
         },
     );
+    let links_before_ids = candidates.parents.len() as u64;
+    let (candidates, ids) = if options.ids && !options.same_truth_only && trace.has_propagated() {
+        match propagated::narrow(trace, pairs, incoming, outgoing, &candidates) {
+            (Some(narrowed), ids) => (narrowed, ids),
+            (None, ids) => (candidates, ids),
+        }
+    } else {
+        (candidates, propagated::IdLinks::default())
+    };
 
     let mut scoreboard = Scoreboard::new(bins);
     for (k, &child_index) in outgoing.iter().enumerate() {
@@ -759,6 +793,8 @@ fn prepare_node(
     NodeBoard {
         candidates,
         scoreboard,
+        links_before_ids,
+        ids,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Text rendering of evaluation scores (the JSON is their serde form).
 
 use crate::eval::calls::CallScores;
+use crate::eval::ids::IdScores;
 use crate::eval::paths::{PathScores, TOLERANCES};
 use std::io::{self, Write};
 
@@ -31,13 +32,16 @@ pub fn write_paths(s: &PathScores, out: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(
         out,
-        "instances inferred exactly: {} of {} ({}); calls with their true parent: {} of {} ({})",
+        "instances inferred exactly: {} of {} ({}); calls with their true parent: {} of {} ({}), of the {} with one: {} ({:.2}%)",
         s.instances_exact,
         s.instances.truth,
         percent(s.instances_exact, s.instances.truth),
         s.calls_right,
         s.calls,
-        percent(s.calls_right, s.calls)
+        percent(s.calls_right, s.calls),
+        s.children,
+        s.children_right,
+        100.0 * s.children_right as f64 / s.children.max(1) as f64
     )?;
     writeln!(out)?;
     writeln!(out, "top-N ground-truth patterns missing from the inferred top N (forgiving near-ties within a tolerance)")?;
@@ -99,4 +103,66 @@ pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
         s.requests,
         100.0 * s.request_accuracy()
     )
+}
+
+/// `eval --against-ids`: the agreement with the ids, per node, and by stated
+/// confidence.
+pub fn write_ids(s: &IdScores, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "scored against the system's own request ids, hidden from the inference: {} of {} calls ({}) carry an id that names their parent",
+        s.labelled,
+        s.calls,
+        percent(s.labelled, s.calls)
+    )?;
+    writeln!(
+        out,
+        "calls given the parent their ids name: {} of {} ({:.2}%)",
+        s.agree,
+        s.labelled,
+        100.0 * s.agree as f64 / s.labelled.max(1) as f64
+    )?;
+    writeln!(out)?;
+    let width = s
+        .nodes
+        .iter()
+        .map(|n| n.node.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    writeln!(
+        out,
+        "{:<width$}  {:>9}  {:>9}  {:>7}  {:>15}",
+        "node", "labelled", "agree", "share", "mean confidence"
+    )?;
+    for node in &s.nodes {
+        writeln!(
+            out,
+            "{:<width$}  {:>9}  {:>9}  {:>7}  {:>15.4}",
+            node.node,
+            node.labelled,
+            node.agree,
+            percent(node.agree, node.labelled),
+            node.mean_confidence
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<13}  {:>9}  {:>9}  {:>7}  {:>15}",
+        "confidence", "labelled", "agree", "share", "mean confidence"
+    )?;
+    for bucket in &s.confidence {
+        let close = if bucket.high >= 1.0 { ']' } else { ')' };
+        writeln!(
+            out,
+            "{:<13}  {:>9}  {:>9}  {:>7}  {:>15.4}",
+            format!("[{}, {}{close}", bucket.low, bucket.high),
+            bucket.labelled,
+            bucket.agree,
+            percent(bucket.agree, bucket.labelled),
+            bucket.mean_confidence
+        )?;
+    }
+    Ok(())
 }

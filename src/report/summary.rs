@@ -128,6 +128,27 @@ fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::
             plural(nest.connection_affinity_nodes),
         )?;
     }
+    if nest.calls_with_ids > 0 {
+        let share = 100.0 * nest.calls_with_ids as f64 / nest.call_pairs.max(1) as f64;
+        let used = if nest.id_nodes > 0 {
+            format!(
+                "at the {} node{} that pass them on, they fixed {} parent{} (--ignore-ids to leave them out)",
+                nest.id_nodes,
+                plural(nest.id_nodes),
+                nest.links_fixed_by_ids,
+                plural(nest.links_fixed_by_ids),
+            )
+        } else {
+            "no node passes them on to the calls it makes, so they told no parent".into()
+        };
+        writeln!(
+            out,
+            "propagated ids: {} of {} call{} ({share:.1}%) carried a request id or trace context; {used}",
+            nest.calls_with_ids,
+            nest.call_pairs,
+            plural(nest.call_pairs),
+        )?;
+    }
     if nest.late_children > 0 {
         writeln!(
             out,

@@ -65,6 +65,16 @@ impl OperationId {
     pub const NONE: OperationId = OperationId(u32::MAX);
 }
 
+/// Interned propagated request id (a trace id, an `X-Request-ID` value);
+/// [`PropagatedId::NONE`] when the call carried none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PropagatedId(pub u32);
+
+impl PropagatedId {
+    /// No propagated id.
+    pub const NONE: PropagatedId = PropagatedId(u32::MAX);
+}
+
 /// How a call's answer ended, as its protocol tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Status {
@@ -293,6 +303,10 @@ pub struct Trace {
     /// `systems` (`u8::MAX` for none): known only from captures.
     call_systems: Vec<u8>,
     systems: Vec<&'static str>,
+    /// Propagated request ids (trace ids, `X-Request-ID` values).
+    pub propagated: Interner,
+    /// Each call id's propagated id, by call id (shorter when the last ids have none).
+    call_propagated: Vec<PropagatedId>,
 }
 
 impl Trace {
@@ -341,6 +355,35 @@ impl Trace {
             .get(call.0 as usize)
             .copied()
             .unwrap_or(OperationId::NONE)
+    }
+
+    /// The request id or trace context a call carried, if any.
+    pub fn propagated(&self, call: CallId) -> PropagatedId {
+        self.call_propagated
+            .get(call.0 as usize)
+            .copied()
+            .unwrap_or(PropagatedId::NONE)
+    }
+
+    /// Whether any call carried a propagated id.
+    pub fn has_propagated(&self) -> bool {
+        !self.call_propagated.is_empty()
+    }
+
+    /// A propagated id's text.
+    pub fn propagated_text(&self, id: PropagatedId) -> Option<&str> {
+        (id != PropagatedId::NONE).then(|| self.propagated.resolve(id.0))
+    }
+
+    /// Forgets every propagated id, so inference cannot see them
+    /// (`eval --against-ids`).
+    pub fn hide_propagated(&mut self) -> Vec<PropagatedId> {
+        std::mem::take(&mut self.call_propagated)
+    }
+
+    /// Gives back what [`Self::hide_propagated`] took.
+    pub fn restore_propagated(&mut self, ids: Vec<PropagatedId>) {
+        self.call_propagated = ids;
     }
 
     /// An operation's name.
@@ -433,6 +476,25 @@ impl TraceBuilder {
             operations.resize(index + 1, OperationId::NONE);
         }
         operations[index] = id;
+    }
+
+    /// Interns a propagated id.
+    pub fn propagated_id(&mut self, text: &str) -> PropagatedId {
+        PropagatedId(self.trace.propagated.intern(text))
+    }
+
+    /// Records the propagated id a call carried, by an id from
+    /// [`Self::propagated_id`].
+    pub fn set_propagated(&mut self, call: CallId, id: PropagatedId) {
+        if call == CallId::NONE || id == PropagatedId::NONE {
+            return;
+        }
+        let index = call.0 as usize;
+        let ids = &mut self.trace.call_propagated;
+        if ids.len() <= index {
+            ids.resize(index + 1, PropagatedId::NONE);
+        }
+        ids[index] = id;
     }
 
     /// Records the system a call went to (a few per trace).

@@ -7,8 +7,9 @@
 //! ```
 //!
 //! The keys read are `truth=` (as the bare sixth field), `op=` (the call's operation,
-//! blanks written as `_`) and `status=` (`ok` or a failure's code); others are
-//! counted and ignored, so that traces from newer writers still read.
+//! blanks written as `_`), `status=` (`ok` or a failure's code) and `id=` (the
+//! request id or trace context a call carried); others are counted and ignored, so
+//! that traces from newer writers still read.
 
 use super::time::{self, TimeError};
 use super::{End, Kind, Message, Status, Trace, TraceBuilder, Truth};
@@ -178,7 +179,7 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
     };
     let mut fields: [&[u8]; 6] = [&[]; 6];
     let mut count = 0;
-    let mut keyed: [Option<&[u8]>; 3] = [None; 3];
+    let mut keyed: [Option<&[u8]>; 4] = [None; 4];
     let mut words = content
         .split(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
         .filter(|f| !f.is_empty());
@@ -198,7 +199,7 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
         }
         keep_key(field, &mut keyed, builder);
     }
-    let [keyed_truth, operation, status] = keyed;
+    let [keyed_truth, operation, status, propagated] = keyed;
     if count == 5 {
         if let Some(truth) = keyed_truth {
             fields[5] = truth;
@@ -228,6 +229,10 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
     if let Some(name) = operation {
         builder.operation(call_id, utf8(name)?);
     }
+    if let Some(id) = propagated.filter(|id| !id.is_empty()) {
+        let id = builder.propagated_id(utf8(id)?);
+        builder.set_propagated(call_id, id);
+    }
     if let Some(status) = status {
         let text = utf8(status)?;
         let status = Status::parse(text).ok_or_else(|| LineProblem::BadStatus(text.into()))?;
@@ -240,8 +245,8 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
 }
 
 /// Keeps a `key=value` field's value if the key is one read here (`truth`, `op`,
-/// `status`, in that order in `keyed`); counts it otherwise.
-fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 3], builder: &mut TraceBuilder) {
+/// `status`, `id`, in that order in `keyed`); counts it otherwise.
+fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 4], builder: &mut TraceBuilder) {
     let equals = field
         .iter()
         .position(|&b| b == b'=')
@@ -251,6 +256,7 @@ fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 3], builder: &mu
         b"truth" => 0,
         b"op" => 1,
         b"status" => 2,
+        b"id" => 3,
         _ => {
             builder.stats_mut().ignored_fields += 1;
             return;
@@ -348,6 +354,10 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
                         name.chars()
                             .map(|c| if c.is_whitespace() { '_' } else { c }),
                     );
+                }
+                if let Some(id) = trace.propagated_text(trace.propagated(m.call_id())) {
+                    line.push_str(" id=");
+                    line.push_str(id);
                 }
             }
             Kind::Return => match trace.status(m.call_id()) {
@@ -527,7 +537,7 @@ mod tests {
     fn operations_and_statuses_round_trip_and_unknown_keys_are_counted() {
         let text = "1.0 CALL_SENT a b c1 t1 op=GET_/item/{n} conn=x\n\
                     1.5 RET_SENT b a c1 status=503\n\
-                    2.0 CALL_SENT a b c2 truth=t2 op=SELECT\n\
+                    2.0 CALL_SENT a b c2 truth=t2 op=SELECT id=4bf92f35\n\
                     2.5 RET_SENT b a c2 status=ok\n";
         let trace = trace_from_str(text);
         assert_eq!(trace.stats.ignored_fields, 1);
@@ -545,8 +555,16 @@ mod tests {
             written,
             "1.000000 CALL_SENT a b c1 t1 op=GET_/item/{n}\n\
              1.500000 RET_SENT b a c1 status=503\n\
-             2.000000 CALL_SENT a b c2 t2 op=SELECT\n\
+             2.000000 CALL_SENT a b c2 t2 op=SELECT id=4bf92f35\n\
              2.500000 RET_SENT b a c2 status=ok\n"
+        );
+        assert_eq!(
+            trace.propagated_text(trace.propagated(call("c2"))),
+            Some("4bf92f35")
+        );
+        assert_eq!(
+            trace.propagated(call("c1")),
+            super::super::PropagatedId::NONE
         );
         assert!(matches!(
             parse_line(b"1 CALL a b c t x", &mut TraceBuilder::new()),

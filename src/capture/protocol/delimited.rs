@@ -5,7 +5,8 @@
 
 use super::turns::Turns;
 use super::{
-    CallKey, Chunk, Framed, Framer, Meaning, Operation, Output, Protocol, Side, Status, Step,
+    CallKey, Chunk, Framed, Framer, Meaning, Operation, Output, Propagated, Protocol, Side, Status,
+    Step,
 };
 use crate::trace::{Kind, Nanos};
 use std::collections::VecDeque;
@@ -25,6 +26,14 @@ struct Pending {
     tail: Option<Tail>,
 }
 
+/// What [`Protocol::label`] said of a message, with its names interned.
+#[derive(Debug, Clone, Copy)]
+struct Named {
+    operation: Operation,
+    status: Status,
+    propagated: Propagated,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Tail {
     rest: usize,
@@ -32,7 +41,7 @@ struct Tail {
     seq: u32,
     first: Nanos,
     last: Nanos,
-    label: (Operation, Status),
+    label: Named,
 }
 
 impl Pending {
@@ -96,19 +105,21 @@ impl<P: Protocol> Delimited<P> {
     }
 
     /// The operation name and status the protocol gives the message it just cut.
-    fn label(
-        &mut self,
-        from: Side,
-        meaning: Meaning,
-        head: &[u8],
-        out: &mut Output,
-    ) -> (Operation, Status) {
+    fn label(&mut self, from: Side, meaning: Meaning, head: &[u8], out: &mut Output) -> Named {
         let label = self.protocol.label(from, meaning, head);
         let operation = match &label.operation {
             Some(name) => out.operation(name),
             None => Operation::NONE,
         };
-        (operation, label.status)
+        let propagated = match &label.propagated {
+            Some(id) => out.propagated(id),
+            None => Propagated::NONE,
+        };
+        Named {
+            operation,
+            status: label.status,
+            propagated,
+        }
     }
 
     fn cut(&mut self, from: Side, out: &mut Output) {
@@ -216,7 +227,7 @@ impl<P: Protocol> Delimited<P> {
         seq: u32,
         first: Nanos,
         last: Nanos,
-        (operation, status): (Operation, Status),
+        named: Named,
         out: &mut Output,
     ) {
         let (kind, key) = match meaning {
@@ -256,9 +267,10 @@ impl<P: Protocol> Delimited<P> {
         };
         let mut framed = Framed::new(from, kind, key, first, last);
         if kind == Kind::Call {
-            framed.operation = operation;
+            framed.operation = named.operation;
+            framed.propagated = named.propagated;
         } else if kind == Kind::Return {
-            framed.status = status;
+            framed.status = named.status;
         }
         out.messages.push(framed);
     }

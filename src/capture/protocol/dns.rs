@@ -100,10 +100,12 @@ impl Protocol for DnsOverTcp {
         let message = head.get(2..).unwrap_or(&[]);
         match from {
             Side::Client => Label {
+                propagated: None,
                 operation: question_type(message),
                 status: Status::Unknown,
             },
             Side::Server => Label {
+                propagated: None,
                 operation: None,
                 status: response_status(message),
             },

@@ -276,6 +276,7 @@ impl Protocol for Http {
         let mut words = line.split(' ');
         match from {
             Side::Client => super::Label {
+                propagated: super::propagation::from_http_head(head),
                 operation: match (words.next(), words.next()) {
                     (Some(method), Some(target)) => {
                         Some(std::borrow::Cow::Owned(operation_name(method, target)))
@@ -285,6 +286,7 @@ impl Protocol for Http {
                 status: super::Status::Unknown,
             },
             Side::Server => super::Label {
+                propagated: None,
                 operation: None,
                 status: words
                     .nth(1)

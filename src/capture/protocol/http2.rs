@@ -19,7 +19,7 @@
 //! refuses an upgrade turns the connection over to the generic framer by turns.
 
 use super::turns::Turns;
-use super::{CallKey, Chunk, Framed, Framer, Operation, Output, Side, Status};
+use super::{CallKey, Chunk, Framed, Framer, Operation, Output, Propagated, Side, Status};
 use crate::trace::{Kind, Nanos};
 use std::collections::BTreeMap;
 
@@ -221,6 +221,8 @@ struct Stream {
     request_end: Option<Nanos>,
     call_sent: bool,
     operation: Operation,
+    /// The request id or trace context its headers carried.
+    propagated: Propagated,
     /// Status from the answer's headers so far (`:status`, then `grpc-status`).
     status: Status,
 }
@@ -233,6 +235,7 @@ struct Names {
     grpc: bool,
     http_status: Option<u32>,
     grpc_status: Option<u32>,
+    propagated: super::propagation::Best,
 }
 
 /// The HTTP/2 framer for one connection.
@@ -292,6 +295,8 @@ impl Http2 {
                             Ok(None) => break,
                             Ok(Some(len)) => {
                                 let name = request_line_name(&rest[..len]);
+                                let propagated = super::propagation::from_http_head(&rest[..len])
+                                    .map_or(Propagated::NONE, |id| out.propagated(&id));
                                 at += len;
                                 direction.phase = Phase::Preface;
                                 self.server.phase = Phase::UpgradeAnswer;
@@ -303,6 +308,7 @@ impl Http2 {
                                         request_end: Some(started),
                                         call_sent: false,
                                         operation,
+                                        propagated,
                                         status: Status::Unknown,
                                     },
                                 );
@@ -534,6 +540,10 @@ impl Http2 {
                         Operation::NONE
                     }
                 };
+                let propagated = match names.and_then(|names| names.propagated.id()) {
+                    Some(id) => out.propagated(&id),
+                    None => Propagated::NONE,
+                };
                 self.streams.insert(
                     block.stream,
                     Stream {
@@ -541,6 +551,7 @@ impl Http2 {
                         request_end: block.end_stream.then_some(block.started),
                         call_sent: false,
                         operation,
+                        propagated,
                         status: Status::Unknown,
                     },
                 );
@@ -580,7 +591,7 @@ impl Http2 {
                 b":status" => names.http_status = text().parse().ok(),
                 b"content-type" => names.grpc = value.starts_with(b"application/grpc"),
                 b"grpc-status" => names.grpc_status = text().parse().ok(),
-                _ => {}
+                _ => names.propagated.field(&name, &value),
             }
         });
         match decoded {
@@ -613,6 +624,7 @@ impl Http2 {
             stream.request_end.unwrap_or(stream.requested),
         );
         call.operation = stream.operation;
+        call.propagated = stream.propagated;
         out.messages.push(call);
     }
 

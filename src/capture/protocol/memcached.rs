@@ -321,12 +321,14 @@ impl Protocol for Memcached {
             head.first() == Some(&BINARY_REQUEST) || head.first() == Some(&BINARY_RESPONSE);
         match from {
             Side::Client if binary => Label {
+                propagated: None,
                 operation: head
                     .get(1)
                     .map(|&opcode| Cow::Borrowed(binary_name(opcode))),
                 status: Status::Unknown,
             },
             Side::Client => Label {
+                propagated: None,
                 operation: std::str::from_utf8(first_word(head))
                     .ok()
                     .map(Cow::Borrowed),
@@ -334,6 +336,7 @@ impl Protocol for Memcached {
             },
             // The status field: 0 is success; 1 (key not found) is an answer too.
             Side::Server if binary => Label {
+                propagated: None,
                 operation: None,
                 status: match head.get(6..8) {
                     Some(&[0, 0]) | Some(&[0, 1]) => Status::Ok,
@@ -342,6 +345,7 @@ impl Protocol for Memcached {
                 },
             },
             Side::Server => Label {
+                propagated: None,
                 operation: None,
                 status: match first_word(head) {
                     b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => Status::Failed(0),

@@ -19,6 +19,7 @@ pub mod memcached;
 pub mod mysql;
 pub mod onc_rpc;
 pub mod postgres;
+pub mod propagation;
 pub mod resp;
 pub mod thrift;
 pub mod tls;
@@ -82,6 +83,9 @@ pub struct Framed {
     pub operation: Operation,
     /// How a return answered; only on returns, and only where the protocol says.
     pub status: Status,
+    /// The request id or trace context a call carried (in [`Output::propagated`]); only
+    /// on calls, and only where the protocol can carry one and this call did.
+    pub propagated: Propagated,
 }
 
 impl Framed {
@@ -95,8 +99,19 @@ impl Framed {
             last,
             operation: Operation::NONE,
             status: Status::Unknown,
+            propagated: Propagated::NONE,
         }
     }
+}
+
+/// A propagated id's index in the ids a capture's framers found
+/// ([`Output::propagated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Propagated(pub u32);
+
+impl Propagated {
+    /// The call carried no id blackbox reads.
+    pub const NONE: Propagated = Propagated(u32::MAX);
 }
 
 /// An operation name's index in the names a capture's framers gave
@@ -134,6 +149,9 @@ pub struct Output {
     /// Every operation name given so far, by [`Operation`] index.
     pub operations: Vec<String>,
     operation_ids: hashbrown::HashMap<String, u32>,
+    /// Every propagated id met so far, by [`Propagated`] index.
+    pub propagated: Vec<String>,
+    propagated_ids: hashbrown::HashMap<String, u32>,
 }
 
 impl Output {
@@ -154,6 +172,18 @@ impl Output {
         self.operations.push(name.to_string());
         self.operation_ids.insert(name.to_string(), id);
         Operation(id)
+    }
+
+    /// The index of a propagated id, adding it if it is new: a request's id comes
+    /// back on every call it makes, so each is kept once per capture.
+    pub fn propagated(&mut self, id: &str) -> Propagated {
+        if let Some(&index) = self.propagated_ids.get(id) {
+            return Propagated(index);
+        }
+        let index = self.propagated.len() as u32;
+        self.propagated.push(id.to_string());
+        self.propagated_ids.insert(id.to_string(), index);
+        Propagated(index)
     }
 }
 
@@ -233,6 +263,9 @@ pub struct Label<'b> {
     pub operation: Option<std::borrow::Cow<'b, str>>,
     /// A reply's status.
     pub status: Status,
+    /// The request id or trace context a request carried, as
+    /// [`propagation::request_id`] reads it.
+    pub propagated: Option<String>,
 }
 
 /// The protocols a connection or port can be read as.

@@ -557,6 +557,10 @@ impl Protocol for MySql {
                     None => Cow::Borrowed("COMMAND"),
                 };
                 Label {
+                    propagated: match payload.first() {
+                        Some(0x03) => super::propagation::from_sql(&payload[1..]),
+                        _ => None,
+                    },
                     operation: Some(operation),
                     status: Status::Unknown,
                 }
@@ -569,6 +573,7 @@ impl Protocol for MySql {
                     self.prepared.push(statement);
                 }
                 Label {
+                    propagated: None,
                     operation: None,
                     status: std::mem::take(&mut self.answered),
                 }

@@ -212,10 +212,12 @@ impl Protocol for Postgres {
     fn label<'b>(&mut self, from: Side, meaning: Meaning, head: &'b [u8]) -> Label<'b> {
         match (from, meaning) {
             (Side::Client, Meaning::Request(_)) => Label {
+                propagated: super::propagation::from_sql(head),
                 operation: Some(request_name(head)),
                 status: Status::Unknown,
             },
             (Side::Server, Meaning::Reply(_)) => Label {
+                propagated: None,
                 operation: None,
                 status: if typed_messages(head).any(|(kind, _)| kind == b'E') {
                     Status::Failed(0)

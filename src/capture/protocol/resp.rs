@@ -139,10 +139,12 @@ impl Protocol for Resp {
     fn label<'b>(&mut self, from: Side, _meaning: Meaning, head: &'b [u8]) -> Label<'b> {
         match from {
             Side::Client => Label {
+                propagated: None,
                 operation: command_name(head).map(Cow::Owned),
                 status: Status::Unknown,
             },
             Side::Server => Label {
+                propagated: None,
                 operation: None,
                 status: match head.first() {
                     Some(b'-' | b'!') => Status::Failed(0),

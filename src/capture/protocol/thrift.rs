@@ -386,6 +386,7 @@ impl Protocol for Thrift {
         };
         match from {
             Side::Client => Label {
+                propagated: None,
                 operation: std::str::from_utf8(header.name).ok().map(Cow::Borrowed),
                 status: Status::Unknown,
             },
@@ -407,6 +408,7 @@ impl Protocol for Thrift {
                 };
                 let failed = header.kind == EXCEPTION || field.is_some_and(|id| id != 0);
                 Label {
+                    propagated: None,
                     operation: None,
                     status: if failed {
                         Status::Failed(0)

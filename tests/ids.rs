@@ -172,3 +172,61 @@ fn against_ids_without_ids_says_there_is_nothing_to_score() {
             "no call carries a request id or trace context",
         ));
 }
+
+/// The shop under 32 clients, its clients sending a `traceparent` that its application
+/// passes on to its SQL (not to Redis), with the truth from the programs' own logs
+/// (`traces/shop/truth.py`).
+fn traced_shop() -> (Vec<String>, String) {
+    let truth = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop-traced/truth.tsv.gz");
+    (
+        support::captures_in("shop-traced"),
+        truth.to_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn on_the_traced_shop_ids_fix_web_and_the_database_calls_and_help_the_cache_calls() {
+    let (files, truth) = traced_shop();
+    let scores = stdout_of(
+        blackbox()
+            .args(["eval", "-q", "--truth-ids", &truth])
+            .args(&files),
+    );
+    let with = figure(&scores, "instances inferred exactly", "exactly:");
+    let scores = stdout_of(
+        blackbox()
+            .args(["eval", "-q", "--ignore-ids", "--truth-ids", &truth])
+            .args(&files),
+    );
+    let without = figure(&scores, "instances inferred exactly", "exactly:");
+    assert!(
+        with >= 99.5 && with > without,
+        "{with}% with ids, {without}% without"
+    );
+}
+
+#[test]
+fn on_the_traced_shop_against_ids_agrees_with_the_programs_truth_within_half_a_point() {
+    let (files, truth) = traced_shop();
+    let scores = stdout_of(
+        blackbox()
+            .args(["eval", "-q", "--ignore-ids", "--truth-ids", &truth])
+            .args(&files),
+    );
+    let measured = figure(&scores, "instances inferred exactly", "with one:");
+    let estimate = stdout_of(
+        blackbox()
+            .args(["eval", "-q", "--against-ids"])
+            .args(&files),
+    );
+    let estimated = figure(&estimate, "calls given the parent their ids name", "name:");
+    assert!(
+        (measured - estimated).abs() <= 0.5,
+        "truth {measured}%, from the ids {estimated}%\n{estimate}"
+    );
+    assert!(
+        estimate.lines().any(|l| l.starts_with("app "))
+            && estimate.lines().any(|l| l.starts_with("web ")),
+        "{estimate}"
+    );
+}

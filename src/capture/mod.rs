@@ -724,12 +724,20 @@ pub fn read_names(path: &Path) -> Result<BTreeMap<IpAddr, String>, CaptureError>
     Ok(names)
 }
 
-/// Reads a truth sidecar: one `call-id<TAB>instance` per line.
+/// Reads a truth sidecar: one `call-id<TAB>instance` per line; gzip'd or not.
 pub fn read_truth_ids(path: &Path) -> Result<BTreeMap<String, String>, CaptureError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CaptureError::Io {
+    let io = |source| CaptureError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut text = String::new();
+    let file = std::fs::File::open(path).map_err(io)?;
+    if crate::input::source::is_gzip(path) {
+        flate2::read::MultiGzDecoder::new(file).read_to_string(&mut text)
+    } else {
+        std::io::BufReader::new(file).read_to_string(&mut text)
+    }
+    .map_err(io)?;
     let mut truth = BTreeMap::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() || line.starts_with('#') {

@@ -11,10 +11,19 @@ Two ways to run the workers (the fourth argument):
   one nginx connection at a time, as a pre-forked application server does. No request
   pays for opening a connection.
 
+With a fifth argument, a file: the service passes each request's W3C `traceparent`
+on to its database queries as a sqlcommenter comment, as instrumented services do (its
+Redis commands carry none), and writes every call it serves and makes to the file, one
+line per call: `client-address>server-address  operation  trace-id`, in the order each
+connection carried them. `truth.py` turns that into the captures' truth.
+
 GET  /item/<id>   cache GET; on a miss, SELECT from the database, then cache SET
 POST /order/<id>  INSERT the order in the database, then cache INCR of the counter
 """
+import os
 import queue
+import random
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
@@ -24,13 +33,32 @@ import redis
 
 LISTEN, CACHE, DB = sys.argv[1], sys.argv[2], sys.argv[3]
 WORKERS = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+CALLS = open(sys.argv[5], "a", buffering=1) if len(sys.argv) > 5 else None
+calls_lock = threading.Lock()
 local = threading.local()
 
 
+def ends(sock):
+    """`client>server` of a connection, as blackbox names it, from the client's side."""
+    (here, here_port), (there, there_port) = sock.getsockname()[:2], sock.getpeername()[:2]
+    return f"{here}:{here_port}>{there}:{there_port}"
+
+
+def note(connection, operation, trace):
+    if CALLS:
+        with calls_lock:
+            CALLS.write(f"{connection}\t{operation}\t{trace or '-'}\n")
+
+
 def connect():
-    local.cache = redis.Redis(host=CACHE, port=6379)
+    # One connection per client, opened now, so that its ends are known.
+    local.cache = redis.Redis(host=CACHE, port=6379, single_connection_client=CALLS is not None)
     local.db = psycopg2.connect(host=DB, dbname="shop", user="shop")
     local.db.autocommit = True
+    if CALLS:
+        local.cache_ends = ends(local.cache.connection._sock)
+        with socket.fromfd(local.db.fileno(), socket.AF_INET, socket.SOCK_STREAM) as sock:
+            local.db_ends = ends(sock)
 
 
 def connections():
@@ -50,26 +78,49 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def trace(self):
+        parent = self.headers.get("traceparent", "")
+        parts = parent.split("-")
+        return parts[1] if len(parts) == 4 else None
+
+    def served(self):
+        """Notes the request being served (it came in on this connection)."""
+        if CALLS:
+            (peer, peer_port), (here, here_port) = self.client_address[:2], self.connection.getsockname()[:2]
+            note(f"{peer}:{peer_port}>{here}:{here_port}", self.command, self.trace())
+
+    def cache_call(self, operation, call):
+        note(getattr(local, "cache_ends", None), operation, self.trace())
+        return call()
+
+    def query(self, db, operation, sql, arguments):
+        trace = self.trace()
+        if CALLS and trace:
+            sql += f" /*traceparent='00-{trace}-{random.getrandbits(64):016x}-01'*/"
+        note(getattr(local, "db_ends", None), operation, trace)
+        with db.cursor() as cursor:
+            cursor.execute(sql, arguments)
+            return cursor.fetchone() if operation == "SELECT" else None
+
     def do_GET(self):
+        self.served()
         cache, db = connections()
         item = int(self.path.rsplit("/", 1)[-1])
-        name = cache.get(f"item:{item}")
+        name = self.cache_call("GET", lambda: cache.get(f"item:{item}"))
         if name is None:
-            with db.cursor() as cursor:
-                cursor.execute("SELECT name FROM items WHERE id = %s", (item,))
-                row = cursor.fetchone()
+            row = self.query(db, "SELECT", "SELECT name FROM items WHERE id = %s", (item,))
             name = (row[0] if row else "none").encode()
-            cache.set(f"item:{item}", name, ex=5)
+            self.cache_call("SET", lambda: cache.set(f"item:{item}", name, ex=5))
         self.reply(name.decode())
 
     def do_POST(self):
+        self.served()
         cache, db = connections()
         item = int(self.path.rsplit("/", 1)[-1])
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
-        with db.cursor() as cursor:
-            cursor.execute("INSERT INTO orders (item) VALUES (%s)", (item,))
-        count = cache.incr("orders")
+        self.query(db, "INSERT", "INSERT INTO orders (item) VALUES (%s)", (item,))
+        count = self.cache_call("INCRBY", lambda: cache.incr("orders"))  # redis-py sends INCRBY
         self.reply(str(count))
 
     def log_message(self, *args):

@@ -5,10 +5,13 @@
 # Hosts are network namespaces joined by a bridge; the servers are Debian's nginx,
 # Redis and PostgreSQL with a small Python application tier between them. Needs root;
 # installs what it needs. Usage:
-#   traces/shop/capture.sh [SECONDS_OF_LOAD] [CLIENT_THREADS] [DIR] [APP_WORKERS]
+#   traces/shop/capture.sh [SECONDS_OF_LOAD] [CLIENT_THREADS] [DIR] [APP_WORKERS] [traced]
 # DIR (default: this directory) receives one capture per host. APP_WORKERS 0 (the
 # default) runs a thread per connection in the application tier; N > 0 a pool of N
-# workers connected before the load starts (see app.py).
+# workers connected before the load starts (see app.py). `traced`: the clients send a
+# W3C traceparent, the application passes it on to its SQL as a sqlcommenter comment,
+# both log every call, and truth.py writes DIR/truth.tsv from the logs (needs a built
+# blackbox, see truth.py).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +19,7 @@ load_seconds=${1:-15}
 threads=${2:-4}
 out=${3:-$here}
 workers=${4:-0}
+traced=${5:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [ "$(id -u)" = 0 ] || { echo "capture.sh: needs root (network namespaces)" >&2; exit 2; }
@@ -97,8 +101,11 @@ on cache redis-server --bind "${address[cache]}" --port 6379 --save "" --appendo
 pids+=($!)
 
 # Application tier.
+logs=()
+rm -f "$out"/*-calls.log "$out/truth.tsv"
+if [ -n "$traced" ]; then logs=("$out/app-calls.log"); fi
 on app "$venv/bin/python" "$here/app.py" "${address[app]}:8080" "${address[cache]}" \
-    "${address[db]}" "$workers" >"$work/app.log" 2>&1 &
+    "${address[db]}" "$workers" "${logs[@]}" >"$work/app.log" 2>&1 &
 pids+=($!)
 
 # Web tier: nginx as a reverse proxy with keep-alive connections to the application.
@@ -149,10 +156,16 @@ ip netns exec shop-db dumpcap -q -i eth0 -w "$out/db.pcapng" 2>/dev/null &
 capture_pids+=($!)
 sleep 1
 
-on client python3 "$here/load.py" "${address[web]}" "$load_seconds" "$threads"
+client_log=()
+if [ -n "$traced" ]; then client_log=("$out/client-calls.log"); fi
+on client python3 "$here/load.py" "${address[web]}" "$load_seconds" "$threads" "${client_log[@]}"
 
 sleep 1
 for pid in "${capture_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
 wait "${capture_pids[@]}" 2>/dev/null || true
 chmod 644 "$out"/*.pcap "$out"/*.pcapng
+if [ -n "$traced" ]; then
+    python3 "$here/truth.py" "$out"
+    rm -f "$out"/*-calls.log
+fi
 ls -l "$out"/*.pcap "$out"/*.pcapng

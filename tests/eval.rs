@@ -137,3 +137,58 @@ fn a_search_started_from_the_truth_says_so_and_needs_the_joint_choice() {
             "a given start needs the joint parent choice",
         ));
 }
+
+/// On the multi-tier study the stated confidence is a probability: in each bucket with
+/// enough calls the share given their true parent is within 5 points of the bucket's
+/// mean confidence, and the patterns' `sure` (the share of instances the confidences
+/// promise exactly right) adds up to within 2 points of the instances measured exact.
+#[test]
+fn the_confidence_means_what_it_says_on_the_multitier_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("multitier.trace");
+    let lines = support::generated::Generation {
+        seed: 3,
+        ..support::generated::Generation::messages("multitier", 80_000)
+    }
+    .lines();
+    let mut bytes = Vec::new();
+    maketrace::write_text(&lines, &mut bytes).unwrap();
+    std::fs::write(&trace, bytes).unwrap();
+    let trace = trace.to_str().unwrap();
+
+    let scores = written_by(&["eval", "-q", trace], "--json");
+    let scores: serde_json::Value = serde_json::from_str(&scores).unwrap();
+    let mut checked = 0;
+    for bucket in scores["paths"]["reliability"].as_array().unwrap() {
+        let calls = bucket["calls"].as_f64().unwrap();
+        if calls < 300.0 {
+            continue;
+        }
+        let share = bucket["right"].as_f64().unwrap() / calls;
+        let stated = bucket["mean_confidence"].as_f64().unwrap();
+        assert!((share - stated).abs() <= 0.05, "{bucket}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{}", scores["paths"]["reliability"]);
+    let exact = scores["paths"]["instances_exact"].as_f64().unwrap()
+        / scores["paths"]["instances"]["truth"].as_f64().unwrap();
+
+    let nesting = written_by(&["nest", "-q", trace], "--json");
+    let nesting: serde_json::Value = serde_json::from_str(&nesting).unwrap();
+    let (mut promised, mut instances) = (0.0, 0.0);
+    for pattern in nesting["patterns"].as_array().unwrap() {
+        let count = pattern["count"].as_f64().unwrap();
+        promised += count * pattern["confidence"]["exact"].as_f64().unwrap();
+        instances += count;
+        let below = &pattern["tree"]["children"][0]["confidence"];
+        assert!(
+            below.as_f64().is_some_and(|c| (0.0..=1.0).contains(&c)),
+            "{pattern}"
+        );
+    }
+    let promised = promised / instances;
+    assert!(
+        (promised - exact).abs() <= 0.02,
+        "promised {promised:.4}, measured {exact:.4}"
+    );
+}

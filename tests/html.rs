@@ -80,6 +80,19 @@ fn the_nesting_page_is_self_contained_and_shows_every_shown_pattern() {
             .count(),
         sections
     );
+    // How sure each pattern is, as the table says, and each call below the root.
+    let sure: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(6))
+        .collect();
+    for share in &sure {
+        assert!(
+            html.contains(&format!(">{share}</td>")),
+            "{share} is not in the page's table"
+        );
+    }
+    assert!(html.matches("sure of its caller").count() >= sections * 2);
     // A pattern of many requests: a typical timeline, its slowest requests each as
     // a timeline, latency over time and histograms; a pattern of one: its request.
     let counts: Vec<u64> = table

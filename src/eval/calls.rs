@@ -68,7 +68,7 @@ pub fn read_truth(path: &Path, reader: impl BufRead) -> Result<TrueParents, Trut
 }
 
 /// Call-level scores.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallScores {
     /// Calls in the truth file.
     pub calls: u64,
@@ -80,6 +80,8 @@ pub struct CallScores {
     pub requests: u64,
     /// Requests whose every call has its true parent and that no other call joined.
     pub requests_right: u64,
+    /// The calls with a true parent, by the stated confidence of their choice.
+    pub reliability: Vec<super::reliability::ConfidenceBucket>,
 }
 
 impl CallScores {
@@ -156,12 +158,21 @@ pub fn evaluate(trace: &Trace, nesting: &Nesting, truth: &TrueParents) -> CallSc
     }
     let requests: HashSet<CallKey> = truth.keys().map(root_of).collect();
     let requests_right = requests.iter().filter(|r| !wrong.contains(*r)).count() as u64;
+    let true_parents = true_parent_indexes(trace, &nesting.pairs, truth);
     CallScores {
         calls: truth.len() as u64,
         calls_right,
         calls_not_inferred,
         requests: requests.len() as u64,
         requests_right,
+        reliability: super::reliability::buckets(
+            nesting,
+            true_parents
+                .iter()
+                .enumerate()
+                .filter(|(_, &parent)| parent != NO_PARENT)
+                .map(|(i, &parent)| (i, nesting.parent[i] == parent)),
+        ),
     }
 }
 
@@ -205,7 +216,14 @@ mod tests {
                 calls_right: 5,
                 calls_not_inferred: 0,
                 requests: 2,
-                requests_right: 2
+                requests_right: 2,
+                reliability: vec![crate::eval::reliability::ConfidenceBucket {
+                    low: 0.999,
+                    high: 1.0,
+                    calls: 3,
+                    right: 3,
+                    mean_confidence: 1.0,
+                }],
             }
         );
         // Plant one error: the truth says D belongs to request 4.

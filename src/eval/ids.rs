@@ -6,6 +6,7 @@
 //! parents and the scores; hiding the ids is [`crate::trace::Trace`]'s, inference
 //! [`crate::nesting`]'s.
 
+use super::reliability::{self, ConfidenceBucket};
 use crate::nesting::call_pairs::CallPair;
 use crate::nesting::{Nesting, NO_PARENT};
 use crate::trace::{Nanos, PropagatedId, Trace};
@@ -90,28 +91,9 @@ pub struct NodeIdScores {
     pub mean_confidence: f64,
 }
 
-/// Labelled calls whose stated confidence fell in `[low, high)`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ConfidenceBucket {
-    /// Lowest confidence in the bucket.
-    pub low: f64,
-    /// Bound above (the last bucket includes 1).
-    pub high: f64,
-    /// Labelled calls in it.
-    pub labelled: u64,
-    /// Of those, calls given the parent their id names.
-    pub agree: u64,
-    /// Their mean stated confidence.
-    pub mean_confidence: f64,
-}
-
-/// Edges of the confidence buckets: where a calibrated confidence's promises differ.
-pub const BUCKETS: [f64; 7] = [0.0, 0.5, 0.7, 0.9, 0.99, 0.999, 1.0];
-
 /// Scores `nesting` (inferred without ids) against `named` ([`id_parents`]).
 pub fn evaluate(trace: &Trace, nesting: &Nesting, named: &[u32]) -> IdScores {
     let mut nodes: HashMap<u32, (u64, u64, f64)> = HashMap::new();
-    let mut buckets = vec![(0u64, 0u64, 0.0f64); BUCKETS.len() - 1];
     let (mut labelled, mut agree) = (0, 0);
     for (i, &parent) in named.iter().enumerate() {
         if parent == NO_PARENT {
@@ -125,11 +107,6 @@ pub fn evaluate(trace: &Trace, nesting: &Nesting, named: &[u32]) -> IdScores {
         node.0 += 1;
         node.1 += u64::from(right);
         node.2 += sure;
-        let bucket = BUCKETS[1..BUCKETS.len() - 1].partition_point(|&edge| edge <= sure);
-        let counts = &mut buckets[bucket];
-        counts.0 += 1;
-        counts.1 += u64::from(right);
-        counts.2 += sure;
     }
     let mut nodes: Vec<NodeIdScores> = nodes
         .into_iter()
@@ -146,18 +123,14 @@ pub fn evaluate(trace: &Trace, nesting: &Nesting, named: &[u32]) -> IdScores {
         labelled,
         agree,
         nodes,
-        confidence: buckets
-            .into_iter()
-            .enumerate()
-            .filter(|(_, (labelled, _, _))| *labelled > 0)
-            .map(|(k, (labelled, agree, sure))| ConfidenceBucket {
-                low: BUCKETS[k],
-                high: BUCKETS[k + 1],
-                labelled,
-                agree,
-                mean_confidence: sure / labelled as f64,
-            })
-            .collect(),
+        confidence: reliability::buckets(
+            nesting,
+            named
+                .iter()
+                .enumerate()
+                .filter(|(_, &parent)| parent != NO_PARENT)
+                .map(|(i, &parent)| (i, nesting.parent[i] == parent)),
+        ),
     }
 }
 

@@ -12,3 +12,4 @@ pub mod calls;
 pub mod ids;
 pub mod message_paths;
 pub mod paths;
+pub mod reliability;

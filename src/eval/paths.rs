@@ -74,6 +74,8 @@ pub struct PathScores {
     pub children: u64,
     /// Of those, calls given it: what `eval --against-ids` estimates.
     pub children_right: u64,
+    /// The calls with a true parent, by the stated confidence of their choice.
+    pub reliability: Vec<super::reliability::ConfidenceBucket>,
     /// Top-N for N = 1..=K.
     pub top_n: Vec<TopN>,
     /// For each pattern in both truth and inference, the latency errors, by truth rank.
@@ -152,6 +154,12 @@ pub fn evaluate(trace: &Trace, inferred: &Nesting, truth: &Nesting, max_n: usize
         calls,
         children,
         children_right,
+        reliability: super::reliability::buckets(
+            inferred,
+            (0..truth.pairs.len())
+                .filter(|&i| truth.parent[i] != NO_PARENT)
+                .map(|i| (i, inferred.parent[i] == truth.parent[i])),
+        ),
         top_n: top_n(inferred, truth, max_n),
         latency: latency_errors(trace, inferred, truth),
     }

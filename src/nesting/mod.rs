@@ -500,8 +500,9 @@ fn nest_node(
     };
     let mut joint_losses = Vec::new();
     let mut connection_affinity = false;
-    let (mut choice, confidence) = match options.algorithm {
-        Algorithm::Paper => (choice, confidence),
+    // The paper's confidence is its lead over the next candidate already.
+    let (mut choice, confidence, lead) = match options.algorithm {
+        Algorithm::Paper => (choice, confidence, None),
         Algorithm::Joint => {
             // The greedy confidences are replaced; free them before the search's peak.
             drop(confidence);
@@ -536,7 +537,7 @@ fn nest_node(
             );
             joint_losses = joint.explained;
             connection_affinity = joint.connection_affinity;
-            (joint.parents, joint.confidence)
+            (joint.parents, joint.confidence, Some(joint.lead))
         }
     };
     if let (Some(record), Some(order), Some(greedy)) = (record, order, greedy) {
@@ -557,7 +558,7 @@ fn nest_node(
             incoming,
             outgoing,
             &mut choice,
-            &confidence,
+            lead.as_deref().unwrap_or(&confidence),
             options.skew_window,
         )
     } else {
@@ -665,7 +666,7 @@ pub(crate) fn widen_for_async(
 pub const ASYNC_CONFIDENCE: f32 = 0.99;
 
 /// Leaves as roots the children whose chosen parent answered before they returned,
-/// unless the choice is [`ASYNC_CONFIDENCE`] sure. Returns (children kept with such a
+/// unless the choice's lead over the next candidate is [`ASYNC_CONFIDENCE`] sure. Returns (children kept with such a
 /// parent, children left as roots).
 fn drop_unsure_async(
     pairs: &[CallPair],

@@ -33,6 +33,9 @@ pub struct Position {
     pub errors: u64,
     /// Instances whose answer's status is known (the denominator of the error rate).
     pub with_status: u64,
+    /// Sum over instances of the confidence that this call's parent is right (1 at the
+    /// root, which has none).
+    pub confidence_sum: f64,
 }
 
 impl Position {
@@ -76,6 +79,9 @@ pub struct Pattern {
     pub confidence_sum: f64,
     /// The least confident of those choices; 1 when there are none.
     pub confidence_min: f32,
+    /// Sum over instances of the product of their choices' confidences: how many of
+    /// them are exactly right, as far as the confidence can tell.
+    pub expected_exact: f64,
 }
 
 impl Pattern {
@@ -108,6 +114,13 @@ impl Pattern {
     /// Mean root latency in nanoseconds.
     pub fn mean_latency(&self) -> f64 {
         self.total_latency() as f64 / self.count() as f64
+    }
+
+    /// The share of instances whose every call has its true parent, as the confidences
+    /// promise (their product per instance, averaged): the share the confidence
+    /// calibration table in `docs/` holds it to.
+    pub fn sure(&self) -> f64 {
+        self.expected_exact / self.count().max(1) as f64
     }
 
     /// Mean confidence of the parent choices that built the instances; 1 for a pattern
@@ -215,6 +228,7 @@ pub fn find_patterns(
                     instances: Vec::new(),
                     confidence_sum: 0.0,
                     confidence_min: 1.0,
+                    expected_exact: 0.0,
                 });
                 by_signature.insert(signature.clone(), index);
                 index
@@ -223,6 +237,7 @@ pub fn find_patterns(
         let pattern = &mut patterns[index as usize];
         pattern.instances.push(root);
         preorder(&children, root, &mut order);
+        let mut all_right = 1.0f64;
         for (position, &(call, parent_call)) in pattern.positions.iter_mut().zip(&order) {
             let pair = &pairs[call as usize];
             position.latencies.push(pair.latency());
@@ -236,9 +251,12 @@ pub fn find_patterns(
                 }
             }
             let delay = if parent_call == NO_PARENT {
+                position.confidence_sum += 1.0;
                 0
             } else {
                 let sure = confidence[call as usize];
+                all_right *= f64::from(sure);
+                position.confidence_sum += f64::from(sure);
                 pattern.confidence_sum += f64::from(sure);
                 pattern.confidence_min = pattern.confidence_min.min(sure);
                 let parent = &pairs[parent_call as usize];
@@ -249,6 +267,7 @@ pub fn find_patterns(
             };
             position.call_delays.push(delay);
         }
+        pattern.expected_exact += all_right;
     }
     patterns
 }
@@ -341,6 +360,7 @@ fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> 
             operations: Vec::new(),
             errors: 0,
             with_status: 0,
+            confidence_sum: 0.0,
         })
         .collect()
 }

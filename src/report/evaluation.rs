@@ -3,6 +3,7 @@
 use crate::eval::calls::CallScores;
 use crate::eval::ids::IdScores;
 use crate::eval::paths::{PathScores, TOLERANCES};
+use crate::eval::reliability::ConfidenceBucket;
 use std::io::{self, Write};
 
 /// How many correctly inferred patterns the latency table lists.
@@ -83,7 +84,12 @@ pub fn write_paths(s: &PathScores, out: &mut dyn Write) -> io::Result<()> {
             l.signature
         )?;
     }
-    Ok(())
+    writeln!(out)?;
+    writeln!(
+        out,
+        "calls with a true parent by the stated confidence of their choice (calibrated: share right = mean confidence)"
+    )?;
+    write_reliability(&s.reliability, "calls", out)
 }
 
 /// Writes call-level scores against a truth file.
@@ -102,7 +108,9 @@ pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
         s.requests_right,
         s.requests,
         100.0 * s.request_accuracy()
-    )
+    )?;
+    writeln!(out)?;
+    write_reliability(&s.reliability, "calls", out)
 }
 
 /// `eval --against-ids`: the agreement with the ids, per node, and by stated
@@ -147,20 +155,30 @@ pub fn write_ids(s: &IdScores, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     writeln!(out)?;
+    write_reliability(&s.confidence, "labelled", out)
+}
+
+/// The reliability table: per confidence bucket, the known calls, how many are right
+/// and the mean stated confidence, which a calibrated confidence matches.
+pub fn write_reliability(
+    buckets: &[ConfidenceBucket],
+    known: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     writeln!(
         out,
         "{:<13}  {:>9}  {:>9}  {:>7}  {:>15}",
-        "confidence", "labelled", "agree", "share", "mean confidence"
+        "confidence", known, "right", "share", "mean confidence"
     )?;
-    for bucket in &s.confidence {
+    for bucket in buckets {
         let close = if bucket.high >= 1.0 { ']' } else { ')' };
         writeln!(
             out,
             "{:<13}  {:>9}  {:>9}  {:>7}  {:>15.4}",
             format!("[{}, {}{close}", bucket.low, bucket.high),
-            bucket.labelled,
-            bucket.agree,
-            percent(bucket.agree, bucket.labelled),
+            bucket.calls,
+            bucket.right,
+            percent(bucket.right, bucket.calls),
             bucket.mean_confidence
         )?;
     }

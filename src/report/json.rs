@@ -68,11 +68,12 @@ struct PatternOut<'a> {
 }
 
 /// How solid a pattern's instances are: the confidence of the parent choices that
-/// built them (0 to 1).
+/// built them (0 to 1), and the share of instances exactly right as they promise.
 #[derive(Serialize)]
 struct Confidence {
     mean: f64,
     min: f32,
+    exact: f64,
 }
 
 #[derive(Serialize)]
@@ -81,6 +82,8 @@ struct NodeOut<'a> {
     caller: &'a str,
     latency_s: Distribution,
     call_delay_s: Distribution,
+    /// Mean confidence that this call's parent is right (1 at the root).
+    confidence: f64,
     /// Share of instances in which the parent answered before this call returned (did
     /// not wait for it); only where some did (asynchronous children, `--async-window`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -157,6 +160,7 @@ impl Render for Json {
                     confidence: Confidence {
                         mean: p.mean_confidence(),
                         min: p.confidence_min,
+                        exact: p.sure(),
                     },
                     tree: node(report, p, 0),
                 }
@@ -188,6 +192,7 @@ fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> Nod
         caller: report.trace.node_name(pos.caller),
         latency_s: Summary::of(&pos.latencies).into(),
         call_delay_s: Summary::of(&pos.call_delays).into(),
+        confidence: pos.confidence_sum / pos.latencies.len().max(1) as f64,
         unawaited_share: (pos.unawaited > 0)
             .then(|| pos.unawaited as f64 / pos.latencies.len() as f64),
         operations: pos

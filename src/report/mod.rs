@@ -138,3 +138,12 @@ pub trait Render {
 pub(crate) fn seconds(ns: f64) -> f64 {
     ns / 1e9
 }
+
+/// A confidence or a share promised by confidences, as a percentage to a tenth,
+/// rounded down so that only certainty shows 100%.
+pub fn sure_percent(share: f64) -> String {
+    if share >= 1.0 {
+        return "100%".into();
+    }
+    format!("{:.1}%", (share * 1000.0).floor() / 10.0)
+}

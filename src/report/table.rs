@@ -1,4 +1,5 @@
-//! The ranked table on stdout: rank, count, total and mean latency, signature.
+//! The ranked table on stdout: rank, count, total and mean latency, how sure the
+//! pattern's instances are, signature.
 
 use super::{NestReport, Render};
 use crate::trace::time::human_duration;
@@ -9,7 +10,7 @@ pub struct Table;
 
 impl Render for Table {
     fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let rows: Vec<[String; 5]> = report
+        let rows: Vec<[String; 6]> = report
             .ranked
             .iter()
             .enumerate()
@@ -20,11 +21,19 @@ impl Render for Table {
                     p.count().to_string(),
                     human_duration(p.total_latency() as f64),
                     human_duration(p.mean_latency()),
+                    super::sure_percent(p.sure()),
                     p.signature.clone(),
                 ]
             })
             .collect();
-        let header = ["rank", "count", "total latency", "mean latency", "pattern"];
+        let header = [
+            "rank",
+            "count",
+            "total latency",
+            "mean latency",
+            "sure",
+            "pattern",
+        ];
         let mut widths = header.map(str::len);
         for row in &rows {
             for (w, cell) in widths.iter_mut().zip(row) {
@@ -33,16 +42,18 @@ impl Render for Table {
         }
         let line = |cells: &[&str]| {
             format!(
-                "{:>w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}\n",
+                "{:>w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {}\n",
                 cells[0],
                 cells[1],
                 cells[2],
                 cells[3],
                 cells[4],
+                cells[5],
                 w0 = widths[0],
                 w1 = widths[1],
                 w2 = widths[2],
-                w3 = widths[3]
+                w3 = widths[3],
+                w4 = widths[4]
             )
         };
         out.write_all(line(&header).as_bytes())?;

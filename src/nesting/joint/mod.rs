@@ -154,10 +154,14 @@ pub const NO_CONNECTION: u64 = u64::MAX;
 pub struct JointChoice {
     /// Per child, the index into `incoming` of its parent, or [`NO_PARENT`].
     pub parents: Vec<u32>,
-    /// Per child, 1 − e^(−margin), the margin being the log-likelihood the assignment
-    /// would lose if the child moved to its best other candidate; 1 for a child with one
+    /// Per child, the probability of its choice against every alternative the search
+    /// weighs (see [`search::Assignment::confidence`]); 1 for a child with one
     /// candidate or none.
     pub confidence: Vec<f32>,
+    /// Per child, 1 − e^(−margin), the margin being the log-likelihood the assignment
+    /// would lose if the child moved alone to its best other candidate: the lead of its
+    /// parent over the next, by which an asynchronous link is kept.
+    pub lead: Vec<f32>,
     /// For the child named by `explain`: each candidate (index into `incoming`) with the
     /// log-likelihood the final assignment would lose if the child moved there (0 for
     /// its parent), and what the connection affinity says of it (ln odds, where the
@@ -354,6 +358,7 @@ impl Node<'_> {
             .parents
             .extend(after.parents.into_iter().map(shifted));
         before.confidence.extend(after.confidence);
+        before.lead.extend(after.lead);
         before.connection_affinity |= after.connection_affinity;
         before.explained.extend(
             after
@@ -388,7 +393,7 @@ fn relearned(mut state: Assignment) -> Assignment {
 /// The parents the children in `state`'s scope ended with, their confidences, and the
 /// explanation asked for.
 fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -> JointChoice {
-    let confidence = state.confidence();
+    let (confidence, lead) = state.confidence();
     let explained = explain.map_or_else(Vec::new, |k| {
         let k = k as u32;
         let current = state.chosen[k as usize];
@@ -422,6 +427,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
     JointChoice {
         parents,
         confidence,
+        lead,
         explained,
         connection_affinity: state.affinity.is_some(),
     }

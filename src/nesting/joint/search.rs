@@ -446,13 +446,19 @@ impl<'a> Assignment<'a> {
     /// For child `k`, the child of the same kind whose parent `k` should take, giving
     /// it `k`'s parent. Returns (gain, `k`'s new link, the other child, its new link).
     pub(super) fn best_swap(&self, k: u32, since: u32) -> Option<(f64, u32, u32, u32)> {
+        self.best_swap_above(k, since, MIN_GAIN)
+    }
+
+    /// [`Self::best_swap`] among swaps that gain more than `floor` (which may be
+    /// negative: the least a swap loses, for the confidence).
+    fn best_swap_above(&self, k: u32, since: u32, floor: f64) -> Option<(f64, u32, u32, u32)> {
         let current = self.chosen[k as usize];
         if current == NO_LINK {
             return None;
         }
         let from = self.parent_of(current);
         let kind = self.calls.kind[k as usize];
-        let mut best = (MIN_GAIN, None);
+        let mut best = (floor, None);
         for link in self.others(k, since) {
             let to = self.parent_of(link);
             for other in self.children.of(to) {
@@ -484,12 +490,17 @@ impl<'a> Assignment<'a> {
     /// should take while q takes all of p's: a request's calls handed to another
     /// request together. Returns (gain, q).
     pub(super) fn best_exchange(&self, k: u32, since: u32) -> Option<(f64, u32)> {
+        self.best_exchange_above(k, since, MIN_GAIN)
+    }
+
+    /// [`Self::best_exchange`] among exchanges that gain more than `floor`.
+    fn best_exchange_above(&self, k: u32, since: u32, floor: f64) -> Option<(f64, u32)> {
         let current = self.chosen[k as usize];
         if current == NO_LINK {
             return None;
         }
         let from = self.parent_of(current);
-        let mut best = (MIN_GAIN, None);
+        let mut best = (floor, None);
         for link in self.others(k, since) {
             let to = self.parent_of(link);
             let (gain, _) = self.pair_gain(&self.exchanges, from, to, |from, to| {
@@ -765,27 +776,47 @@ impl<'a> Assignment<'a> {
             .count()
     }
 
-    /// Per child in scope: 1 − e^(−margin) over the best single move away.
-    pub(super) fn confidence(&self) -> Vec<f32> {
+    /// Per child in scope: the probability of its choice against each alternative
+    /// (another parent, none, a swap with a child of its kind, an exchange of whole
+    /// sets), each weighed by e^(−margin); and its lead, 1 − e^(−margin) over the best
+    /// single move away.
+    pub(super) fn confidence(&self) -> (Vec<f32>, Vec<f32>) {
         (0..self.scope.children)
             .map(|k| {
                 let current = self.chosen[k as usize];
                 let row = self.row(k);
                 if row.len() < 2 - usize::from(self.calls.orphans) {
-                    return 1.0;
+                    return (1.0, 1.0);
                 }
                 let leave = self.leave_gain(k);
                 // No parent is one more alternative where the trace lost calls.
                 let orphaned = (self.calls.orphans && current != NO_LINK)
                     .then(|| -(leave + self.orphan_value(k)));
-                let margin = row
+                let moves: Vec<f64> = row
                     .filter(|&l| l != current)
                     .map(|l| -(leave + self.join_gain(k, l)))
                     .chain(orphaned)
-                    .fold(f64::INFINITY, f64::min)
-                    .max(0.0);
-                (1.0 - (-margin).exp()) as f32
+                    .map(|margin| margin.max(0.0))
+                    .collect();
+                let lead = moves.iter().copied().fold(f64::INFINITY, f64::min);
+                // Two requests' calls of one kind are most often confused with each
+                // other: taking the other's parent alone breaks both sets, trading
+                // them costs only what their timings say.
+                let swapped = self
+                    .best_swap_above(k, STALE, f64::NEG_INFINITY)
+                    .map(|(gain, ..)| (-gain).max(0.0));
+                let exchanged = self
+                    .best_exchange_above(k, STALE, f64::NEG_INFINITY)
+                    .map(|(gain, _)| (-gain).max(0.0));
+                let odds: f64 = moves
+                    .iter()
+                    .copied()
+                    .chain(swapped)
+                    .chain(exchanged)
+                    .map(|margin| (-margin).exp())
+                    .sum();
+                ((1.0 / (1.0 + odds)) as f32, (1.0 - (-lead).exp()) as f32)
             })
-            .collect()
+            .unzip()
     }
 }

@@ -169,6 +169,7 @@ fn pattern_table(report: &NestReport<'_>, views: &[View]) -> Markup {
                     th data-key="p90" { "p90 latency" }
                     th.text data-key="hot" data-first="ascending" { "adds the most" }
                     th data-key="own" { "its own time" }
+                    th data-key="sure" title="The share of its requests whose every call has its true parent, as the confidence of each choice promises" { "sure" }
                     th.text data-key="pattern" data-first="ascending" { "pattern" }
                 } }
                 tbody {
@@ -183,6 +184,7 @@ fn pattern_table(report: &NestReport<'_>, views: &[View]) -> Markup {
                             td data-v=(view.root.p90) { (human_duration(view.root.p90 as f64)) }
                             td.text.hot-name { (node_label(report, p, view.hot)) }
                             td data-v=(view.mean_own[view.hot]) { (human_duration(view.mean_own[view.hot])) }
+                            td data-v=(p.sure()) { (super::super::sure_percent(p.sure())) }
                             td.text.signature {
                                 @if rank < DRAWN_PATTERNS {
                                     a href={ "#pattern-" (rank + 1) } { (p.signature) }
@@ -224,6 +226,7 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
                     div { b { (human_duration(mean_root)) } span { "mean" } }
                 }
                 div { b { (human_duration(pattern.total_latency() as f64)) } span { "total" } }
+                div { b { (super::super::sure_percent(pattern.sure())) } span { "sure" } }
             }
             p.callout {
                 b { (node_label(report, pattern, view.hot)) } " adds the most latency: "
@@ -348,6 +351,11 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> Markup {
                     span.m {
                         @if i == 0 { "called by " (report.trace.node_name(position.caller)) }
                         @else { "called " (human_duration(Summary::of(&position.call_delays).p50 as f64)) " after its caller" }
+                    }
+                    @if i > 0 {
+                        span.m title="Mean confidence that this call's parent is the call above it" {
+                            (super::super::sure_percent(position.confidence_sum / position.latencies.len().max(1) as f64)) " sure of its caller"
+                        }
                     }
                     @if hot { span.badge { "adds the most" } }
                 }

@@ -230,3 +230,29 @@ fn on_the_traced_shop_against_ids_agrees_with_the_programs_truth_within_half_a_p
         "{estimate}"
     );
 }
+
+#[test]
+fn explain_says_when_a_request_id_named_the_parent() {
+    let (files, _) = traced_shop();
+    let records = stdout_of(blackbox().args(["records", "-q"]).args(&files));
+    let query = records
+        .lines()
+        .find(|l| l.contains("CALL_SENT app db") && l.contains(" id="))
+        .expect("a database query carrying its request's id");
+    let call = query.split_whitespace().nth(4).unwrap();
+    let explained = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--explain", call])
+            .args(&files),
+    );
+    assert!(
+        explained.contains("Its request id names that parent"),
+        "{explained}"
+    );
+    let ignored = stdout_of(
+        blackbox()
+            .args(["nest", "-q", "--ignore-ids", "--explain", call])
+            .args(&files),
+    );
+    assert!(!ignored.contains("request id"), "{ignored}");
+}

@@ -160,6 +160,10 @@ pub struct Explanation {
     /// The parent in the result: differs from `chosen` only when cutting a cycle made
     /// the call a root.
     pub parent: u32,
+    /// How sure the choice is (the nesting's confidence of it).
+    pub confidence: f32,
+    /// Calls open around it set aside because its propagated id named its parent.
+    pub set_aside_by_id: usize,
 }
 
 /// Replays the parent choice of `call` (an index into `nesting.pairs`) at its sender,
@@ -249,6 +253,8 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         greedy: global(record.greedy),
         chosen: global(record.chosen),
         parent: nesting.parent[call as usize],
+        confidence: nesting.confidence[call as usize],
+        set_aside_by_id: record.set_aside_by_id,
     }
 }
 

@@ -441,6 +441,8 @@ pub(crate) struct DecisionRecord {
     /// With the joint choice: per candidate, the log-likelihood lost by taking it, and
     /// what the connection affinity says of it (where the node learned one).
     pub joint_losses: Vec<(u32, f64, Option<f64>)>,
+    /// Candidates set aside because the call's propagated id named another one.
+    pub set_aside_by_id: usize,
 }
 
 /// A key of the connection a call travelled on, the same for every call on it, or
@@ -475,7 +477,14 @@ fn nest_node(
         options,
         start,
     } = *whole;
-    let board = prepare_node(trace, pairs, incoming, outgoing, bins, options);
+    let board = prepare_node(
+        trace,
+        pairs,
+        (incoming, outgoing),
+        bins,
+        options,
+        record.is_some(),
+    );
     let order = record.as_deref().map(|record| {
         outgoing
             .iter()
@@ -550,6 +559,9 @@ fn nest_node(
             greedy,
             chosen: choice[order],
             joint_losses: std::mem::take(&mut joint_losses),
+            set_aside_by_id: board.unnarrowed.as_ref().map_or(0, |rows| {
+                rows.of(order).len() - board.candidates.of(order).len()
+            }),
         };
     }
     let (async_children, unsure) = if options.async_window > 0 && !options.same_truth_only {
@@ -715,6 +727,8 @@ struct NodeBoard {
     /// Candidate links before propagated ids narrowed them: the node's parallelism.
     links_before_ids: u64,
     ids: propagated::IdLinks,
+    /// The candidates before the ids narrowed them, where asked (for `--explain`).
+    unnarrowed: Option<candidates::Candidates>,
 }
 
 /// Step 2 for one node B: sorts its calls in and out on B's clock, finds each child's
@@ -722,10 +736,10 @@ struct NodeBoard {
 fn prepare_node(
     trace: &Trace,
     pairs: &[CallPair],
-    incoming: &mut [u32],
-    outgoing: &mut [u32],
+    (incoming, outgoing): (&mut [u32], &mut [u32]),
     bins: Bins,
     options: &NestOptions,
+    keep_unnarrowed: bool,
 ) -> NodeBoard {
     // Both orders are on this node's clock. Ties (coarse timestamps) break by the other
     // node's name and the call id's text, never by the global pair order, which follows
@@ -763,9 +777,13 @@ fn prepare_node(
         },
     );
     let links_before_ids = candidates.parents.len() as u64;
+    let mut unnarrowed = None;
     let (candidates, ids) = if options.ids && !options.same_truth_only && trace.has_propagated() {
         match propagated::narrow(trace, pairs, incoming, outgoing, &candidates) {
-            (Some(narrowed), ids) => (narrowed, ids),
+            (Some(narrowed), ids) => {
+                unnarrowed = keep_unnarrowed.then_some(candidates);
+                (narrowed, ids)
+            }
             (None, ids) => (candidates, ids),
         }
     } else {
@@ -796,6 +814,7 @@ fn prepare_node(
         scoreboard,
         links_before_ids,
         ids,
+        unnarrowed,
     }
 }
 

@@ -182,8 +182,8 @@ pub fn write(
                     Some(next) if joint => {
                         let lead = next.joint_loss.unwrap_or(0.0).max(0.0);
                         format!(
-                            ", ahead of the next by {lead:.3} in log-likelihood (confidence {:.3})",
-                            1.0 - (-lead).exp()
+                            ", ahead of the next by {lead:.3} in log-likelihood (confidence {:.3}, swaps and exchanges weighed too)",
+                            e.confidence
                         )
                     }
                     Some(next) if next.score.is_some_and(|s| s.score > 0.0) => format!(
@@ -196,6 +196,15 @@ pub fn write(
                 };
                 writeln!(out, "Chosen: {}{margin}.", call_name(chosen))?;
             }
+        }
+        if e.set_aside_by_id > 0 {
+            writeln!(
+                out,
+                "Its request id names that parent: {} other call{} open around it, carrying another request's id or none, {} set aside (--ignore-ids to weigh them).",
+                e.set_aside_by_id,
+                if e.set_aside_by_id == 1 { "" } else { "s" },
+                if e.set_aside_by_id == 1 { "was" } else { "were" },
+            )?;
         }
         let answered = |parent: u32| {
             e.candidates

@@ -307,6 +307,10 @@ pub struct Trace {
     pub propagated: Interner,
     /// Each call id's propagated id, by call id (shorter when the last ids have none).
     call_propagated: Vec<PropagatedId>,
+    /// Connections named by text traces' `conn=`, and each call id's, by call id (as
+    /// an index into `connections` plus one; 0 or missing: none given).
+    connections: Interner,
+    call_connections: Vec<u32>,
 }
 
 impl Trace {
@@ -338,10 +342,16 @@ impl Trace {
         }
     }
 
-    /// The connection a call travelled on, where its id says: ids that captures give
-    /// (`tcp:10.0.0.1:5000>10.0.0.2:80#s123`, `udp:...#...`) name their connection
-    /// before the `#`. `None` for other ids, as text traces' usually are.
+    /// The connection a call travelled on: as a text trace's `conn=` named it, else
+    /// where its id says: ids that captures give (`tcp:10.0.0.1:5000>10.0.0.2:80#s123`,
+    /// `udp:...#...`) name their connection before the `#`. `None` for other ids, as
+    /// text traces' usually are.
     pub fn connection(&self, call: CallId) -> Option<&str> {
+        if let Some(&named) = self.call_connections.get(call.0 as usize) {
+            if named > 0 {
+                return Some(self.connections.resolve(named - 1));
+            }
+        }
         let id = self.call_id_text(call);
         if !(id.starts_with("tcp:") || id.starts_with("udp:")) {
             return None;
@@ -495,6 +505,20 @@ impl TraceBuilder {
             ids.resize(index + 1, PropagatedId::NONE);
         }
         ids[index] = id;
+    }
+
+    /// Records the connection a call travelled on (a text trace's `conn=`).
+    pub fn connection(&mut self, call: CallId, connection: &str) {
+        if call == CallId::NONE {
+            return;
+        }
+        let named = self.trace.connections.intern(connection) + 1;
+        let index = call.0 as usize;
+        let calls = &mut self.trace.call_connections;
+        if calls.len() <= index {
+            calls.resize(index + 1, 0);
+        }
+        calls[index] = named;
     }
 
     /// Records the system a call went to (a few per trace).

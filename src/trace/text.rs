@@ -7,9 +7,9 @@
 //! ```
 //!
 //! The keys read are `truth=` (as the bare sixth field), `op=` (the call's operation,
-//! blanks written as `_`), `status=` (`ok` or a failure's code) and `id=` (the
-//! request id or trace context a call carried); others are counted and ignored, so
-//! that traces from newer writers still read.
+//! blanks written as `_`), `status=` (`ok` or a failure's code), `id=` (the request
+//! id or trace context a call carried) and `conn=` (the connection it travelled on);
+//! others are counted and ignored, so that traces from newer writers still read.
 
 use super::time::{self, TimeError};
 use super::{End, Kind, Message, Status, Trace, TraceBuilder, Truth};
@@ -179,7 +179,7 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
     };
     let mut fields: [&[u8]; 6] = [&[]; 6];
     let mut count = 0;
-    let mut keyed: [Option<&[u8]>; 4] = [None; 4];
+    let mut keyed: [Option<&[u8]>; 5] = [None; 5];
     let mut words = content
         .split(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
         .filter(|f| !f.is_empty());
@@ -199,7 +199,7 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
         }
         keep_key(field, &mut keyed, builder);
     }
-    let [keyed_truth, operation, status, propagated] = keyed;
+    let [keyed_truth, operation, status, propagated, connection] = keyed;
     if count == 5 {
         if let Some(truth) = keyed_truth {
             fields[5] = truth;
@@ -229,6 +229,9 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
     if let Some(name) = operation {
         builder.operation(call_id, utf8(name)?);
     }
+    if let Some(connection) = connection.filter(|c| !c.is_empty()) {
+        builder.connection(call_id, utf8(connection)?);
+    }
     if let Some(id) = propagated.filter(|id| !id.is_empty()) {
         let id = builder.propagated_id(utf8(id)?);
         builder.set_propagated(call_id, id);
@@ -245,8 +248,8 @@ fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProble
 }
 
 /// Keeps a `key=value` field's value if the key is one read here (`truth`, `op`,
-/// `status`, `id`, in that order in `keyed`); counts it otherwise.
-fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 4], builder: &mut TraceBuilder) {
+/// `status`, `id`, `conn`, in that order in `keyed`); counts it otherwise.
+fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 5], builder: &mut TraceBuilder) {
     let equals = field
         .iter()
         .position(|&b| b == b'=')
@@ -257,6 +260,7 @@ fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 4], builder: &mu
         b"op" => 1,
         b"status" => 2,
         b"id" => 3,
+        b"conn" => 4,
         _ => {
             builder.stats_mut().ignored_fields += 1;
             return;
@@ -535,7 +539,7 @@ mod tests {
 
     #[test]
     fn operations_and_statuses_round_trip_and_unknown_keys_are_counted() {
-        let text = "1.0 CALL_SENT a b c1 t1 op=GET_/item/{n} conn=x\n\
+        let text = "1.0 CALL_SENT a b c1 t1 op=GET_/item/{n} conn=x color=red\n\
                     1.5 RET_SENT b a c1 status=503\n\
                     2.0 CALL_SENT a b c2 truth=t2 op=SELECT id=4bf92f35\n\
                     2.5 RET_SENT b a c2 status=ok\n";

@@ -22,42 +22,60 @@ enum Rank {
 /// The longest id kept: longer values are not ids but payload.
 const MAX_ID: usize = 128;
 
+/// Which propagation header a field name is, if any (any case).
+fn kind(name: &[u8]) -> Option<Rank> {
+    let name = name.trim_ascii();
+    // Most fields are none of these: their length alone says so.
+    if !matches!(name.len(), 2 | 10..=16) {
+        return None;
+    }
+    let is = |wanted: &str| name.eq_ignore_ascii_case(wanted.as_bytes());
+    if is("traceparent") {
+        Some(Rank::TraceParent)
+    } else if is("b3") || is("x-b3-traceid") {
+        Some(Rank::B3)
+    } else if is("uber-trace-id") {
+        Some(Rank::Uber)
+    } else if is("x-request-id") || is("request-id") || is("x-correlation-id") {
+        Some(Rank::RequestId)
+    } else {
+        None
+    }
+}
+
 /// The id a header carries, if `name` is one of the propagation headers (any case)
 /// and its value is well formed.
 fn header(name: &[u8], value: &[u8]) -> Option<(Rank, String)> {
+    let rank = kind(name)?;
     let value = std::str::from_utf8(value).ok()?.trim();
     if value.is_empty() || value.len() > MAX_ID {
         return None;
     }
-    let name = name.trim_ascii();
-    let is = |wanted: &str| name.eq_ignore_ascii_case(wanted.as_bytes());
-    if is("traceparent") {
+    let id = match rank {
         // version-traceid-spanid-flags
-        let trace = value.split('-').nth(1)?;
-        return (trace.len() == 32)
-            .then(|| trace_id(trace))
-            .flatten()
-            .map(|id| (Rank::TraceParent, id));
-    }
-    if is("b3") {
-        // traceid-spanid[-sampled[-parentspanid]]; a lone "0", "1" or "d" carries none
-        let trace = value.split('-').next()?;
-        return trace_id(trace).map(|id| (Rank::B3, id));
-    }
-    if is("x-b3-traceid") {
-        return trace_id(value).map(|id| (Rank::B3, id));
-    }
-    if is("uber-trace-id") {
+        Rank::TraceParent => {
+            let trace = value.split('-').nth(1)?;
+            if trace.len() != 32 {
+                return None;
+            }
+            trace_id(trace)?
+        }
+        // b3: traceid-spanid[-sampled[-parentspanid]], a lone "0", "1" or "d" carrying
+        // none; X-B3-TraceId: the trace id alone
+        Rank::B3 => trace_id(value.split('-').next()?)?,
         // traceid:spanid:parentid:flags, the colons sometimes URL-encoded
-        let value = value.replace("%3A", ":").replace("%3a", ":");
-        let trace = value.split(':').next()?;
-        return trace_id(trace).map(|id| (Rank::Uber, id));
-    }
-    if is("x-request-id") || is("request-id") || is("x-correlation-id") {
-        let printable = value.bytes().all(|b| b.is_ascii_graphic());
-        return printable.then(|| (Rank::RequestId, value.to_string()));
-    }
-    None
+        Rank::Uber => {
+            let value = value.replace("%3A", ":").replace("%3a", ":");
+            trace_id(value.split(':').next()?)?
+        }
+        Rank::RequestId => {
+            if !value.bytes().all(|b| b.is_ascii_graphic()) {
+                return None;
+            }
+            value.to_string()
+        }
+    };
+    Some((rank, id))
 }
 
 /// A hex trace id of 16 or 32 digits as 32 lower-case digits; none for all zeros.

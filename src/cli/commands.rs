@@ -157,15 +157,7 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
         nesting::nest(trace, &options)
     }
     .with_context(|| describe(files))?;
-    if !args.input.quiet {
-        report::summary::write(
-            &trace.stats,
-            input.capture_totals.as_ref(),
-            &nesting.stats,
-            nesting.patterns.len(),
-            &mut io::stderr().lock(),
-        )?;
-    }
+    write_eval_summary(&input, &nesting, args.input.quiet)?;
     let start = if args.start_from_truth {
         "true parents"
     } else {
@@ -198,6 +190,20 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
     Ok(())
 }
 
+/// What eval read and nested, on stderr unless `quiet`.
+fn write_eval_summary(input: &Input, nesting: &nesting::Nesting, quiet: bool) -> Result<()> {
+    if !quiet {
+        report::summary::write(
+            &input.trace.stats,
+            input.capture_totals.as_ref(),
+            &nesting.stats,
+            nesting.patterns.len(),
+            &mut io::stderr().lock(),
+        )?;
+    }
+    Ok(())
+}
+
 /// `eval --against-ids`: infers with the ids hidden, scores against them.
 fn eval_against_ids(
     input: &mut Input,
@@ -217,16 +223,8 @@ fn eval_against_ids(
     let nesting = nesting::nest(&input.trace, options);
     input.trace.restore_propagated(hidden);
     let nesting = nesting.with_context(|| describe(files))?;
+    write_eval_summary(input, &nesting, args.input.quiet)?;
     let trace = &input.trace;
-    if !args.input.quiet {
-        report::summary::write(
-            &trace.stats,
-            input.capture_totals.as_ref(),
-            &nesting.stats,
-            nesting.patterns.len(),
-            &mut io::stderr().lock(),
-        )?;
-    }
     let named = eval::ids::id_parents(trace, &nesting.pairs, options.skew_window);
     let scores = eval::ids::evaluate(trace, &nesting, &named);
     if scores.labelled == 0 {

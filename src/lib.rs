@@ -14,6 +14,7 @@
 
 pub mod align;
 pub mod capture;
+pub mod compare;
 pub mod convolution;
 pub mod eval;
 pub mod exit;

@@ -78,6 +78,20 @@ pub(super) enum Command {
   blackbox records --mbox tests/data/sample.mbox | blackbox convolve --quantum 1min --max-delay 1h -
 ")]
     Convolve(ConvolveArgs),
+    /// Say what changed between two runs of a system: patterns, shares, own times.
+    ///
+    /// Nests BEFORE and AFTER (each a set of captures or text traces, read as nest
+    /// reads them), lines their patterns up by signature, and says which appeared or
+    /// vanished, which common pattern's share of requests changed, and, for each node of
+    /// each common pattern, whether its own time (its latency not covered by its calls)
+    /// changed beyond noise: a two-sided Mann-Whitney U test per node and per share, the
+    /// level divided among all the tests (Bonferroni). Patterns of fewer than 5 requests
+    /// on a side are lined up but not tested.
+    #[command(after_long_help = "Examples:
+  blackbox diff -q --before traces/multitier.trace --after traces/multitier-added-delay.trace
+  blackbox diff -q --before traces/shop-16/*.pcap* --after traces/shop-32/*.pcap* --json - | head -3
+")]
+    Diff(DiffArgs),
     /// Turn captures or other records into a text trace.
     ///
     /// Packet captures (one per host) become their messages, each end at its host's
@@ -572,6 +586,44 @@ impl CaptureArgs {
             options.hosts.insert(PathBuf::from(file), name.to_string());
         }
         Ok(options)
+    }
+}
+
+#[derive(Args)]
+pub(super) struct DiffArgs {
+    /// The run before: captures (one per host) or text traces
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    pub(super) before: Vec<PathBuf>,
+
+    /// The run after, as --before
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    pub(super) after: Vec<PathBuf>,
+
+    /// The level of all the tests together: the chance that two runs of an unchanged
+    /// system show any change
+    #[arg(long, value_name = "P", default_value_t = 0.01, value_parser = level)]
+    pub(super) alpha: f64,
+
+    /// Also write the comparison as JSON to FILE (`-`: stdout, the text then goes to
+    /// stderr).
+    #[arg(long, value_name = "FILE")]
+    pub(super) json: Option<PathBuf>,
+
+    /// Do not print the summaries of what was read and skipped.
+    #[arg(long, short)]
+    pub(super) quiet: bool,
+
+    #[command(flatten)]
+    pub(super) capture: CaptureArgs,
+
+    #[command(flatten)]
+    pub(super) algorithm: AlgorithmArgs,
+}
+
+fn level(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err(format!("`{text}` is not a level between 0 and 1")),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Each command as options → library calls → reports: nothing here reads a file or
 //! decides anything the library could; it says where the library's results go.
 
-use super::args::{AlignArgs, ConvolveArgs, EvalArgs, GraphArgs, InputArgs, NestArgs, RecordsArgs};
+use super::args::{
+    AlignArgs, ConvolveArgs, DiffArgs, EvalArgs, GraphArgs, InputArgs, NestArgs, RecordsArgs,
+};
 use anyhow::{Context, Result};
 use blackbox::align;
 use blackbox::convolution::{self, ConvolveOptions};
@@ -184,6 +186,37 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
     if let Some(path) = &args.json {
         write_out(Some(path), |w| {
             serde_json::to_writer_pretty(&mut *w, &json)?;
+            writeln!(w)
+        })?;
+    }
+    Ok(())
+}
+
+/// `blackbox diff`: nests both runs and says what changed.
+pub(super) fn diff(args: DiffArgs) -> Result<()> {
+    let options = args.algorithm.options();
+    let main = MainOutput::of(&[("--json", args.json.as_deref())], &[], args.quiet)?;
+    let input_options = args.capture.input_options(args.quiet)?;
+    let run = |files: &[PathBuf], side: &str| -> Result<(Input, nesting::Nesting)> {
+        if !args.quiet {
+            eprintln!("{side}:");
+        }
+        let Loaded { input, .. } = load(files, &input_options, args.quiet)?;
+        let nesting = nesting::nest(&input.trace, &options).with_context(|| describe(files))?;
+        write_eval_summary(&input, &nesting, args.quiet)?;
+        Ok((input, nesting))
+    };
+    let (before_input, before) = run(&args.before, "before")?;
+    let (after_input, after) = run(&args.after, "after")?;
+    let comparison = blackbox::compare::compare(
+        (&before_input.trace, &before),
+        (&after_input.trace, &after),
+        args.alpha,
+    );
+    main.write(|w| report::diff::write(&comparison, w))?;
+    if let Some(path) = &args.json {
+        write_out(Some(path), |w| {
+            serde_json::to_writer_pretty(&mut *w, &comparison)?;
             writeln!(w)
         })?;
     }

@@ -14,6 +14,7 @@ pub fn run() -> Result<()> {
         Command::Nest(args) => commands::nest(args),
         Command::Eval(args) => commands::eval(args),
         Command::Convolve(args) => commands::convolve(args),
+        Command::Diff(args) => commands::diff(args),
         Command::Records(args) => commands::records(args),
         Command::Align(args) => commands::align(args),
     }

@@ -5,6 +5,7 @@
 
 pub mod alignment;
 pub mod assignments;
+pub mod diff;
 pub mod dot;
 pub mod evaluation;
 pub mod explanation;

@@ -8,7 +8,7 @@
 
 use crate::nesting::{Nesting, Pattern, Summary};
 use crate::report::own_time::own_times;
-use crate::trace::Trace;
+use crate::trace::{Nanos, Trace};
 use rustats::hypothesis_testings::MannWhitneyU;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -87,22 +87,40 @@ pub struct Comparison {
 /// a handful of requests says nothing of a distribution.
 pub const MIN_TESTED: usize = 5;
 
-/// Compares `after` with `before`; `alpha` is the level of all tests together.
+/// The patterns of the requests whose root call arrived in `[from, to)` (on the root
+/// callee's clock): one run's time range, for comparing two ranges of one trace.
+pub fn patterns_during(
+    trace: &Trace,
+    nesting: &Nesting,
+    (from, to): (Nanos, Nanos),
+    by_operation: bool,
+) -> Vec<Pattern> {
+    let pairs = &nesting.pairs;
+    crate::nesting::patterns::find_patterns_of(
+        trace,
+        pairs,
+        (&nesting.parent, &nesting.confidence),
+        by_operation,
+        &|root| (from..to).contains(&pairs[root as usize].callee_recv),
+    )
+}
+
+/// Compares the patterns `after` with those `before` (each with the trace that names
+/// their nodes); `alpha` is the level of all tests together.
 pub fn compare(
-    (before_trace, before): (&Trace, &Nesting),
-    (_, after): (&Trace, &Nesting),
+    (before_trace, before): (&Trace, &[Pattern]),
+    (_, after): (&Trace, &[Pattern]),
     alpha: f64,
 ) -> Comparison {
-    let index = |nesting: &'_ Nesting| -> BTreeMap<String, usize> {
-        nesting
-            .patterns
+    let index = |patterns: &[Pattern]| -> BTreeMap<String, usize> {
+        patterns
             .iter()
             .enumerate()
             .map(|(i, p)| (p.signature.clone(), i))
             .collect()
     };
     let (by_before, by_after) = (index(before), index(after));
-    let requests = |nesting: &Nesting| nesting.patterns.iter().map(Pattern::count).sum::<u64>();
+    let requests = |patterns: &[Pattern]| patterns.iter().map(Pattern::count).sum::<u64>();
     let (requests_before, requests_after) = (requests(before), requests(after));
     let share = |count: u64, of: u64| count as f64 / of.max(1) as f64;
 
@@ -111,7 +129,7 @@ pub fn compare(
     // (share entry, own-time samples per position before and after)
     let mut common = Vec::new();
     for (signature, &i) in &by_before {
-        let p = &before.patterns[i];
+        let p = &before[i];
         match by_after.get(signature) {
             None => vanished.push(PatternShare {
                 signature: signature.clone(),
@@ -122,12 +140,12 @@ pub fn compare(
                 p_value: None,
                 significant: false,
             }),
-            Some(&j) => common.push((p, &after.patterns[j])),
+            Some(&j) => common.push((p, &after[j])),
         }
     }
     for (signature, &j) in &by_after {
         if !by_before.contains_key(signature) {
-            let p = &after.patterns[j];
+            let p = &after[j];
             appeared.push(PatternShare {
                 signature: signature.clone(),
                 before: 0,

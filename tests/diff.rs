@@ -108,3 +108,52 @@ fn diff_needs_both_runs_and_a_level_between_0_and_1() {
         .code(2)
         .stderr(predicates::str::contains("not a level between 0 and 1"));
 }
+
+#[test]
+fn two_time_ranges_of_one_capture_find_the_delay_added_in_the_second() {
+    // The added-delay run follows the plain one after 100 s, as if the change had been
+    // deployed then: its times moved by 100 s, its call ids kept apart.
+    let mut joined = std::fs::read_to_string(shipped("multitier.trace")).unwrap();
+    for line in std::fs::read_to_string(shipped("multitier-added-delay.trace"))
+        .unwrap()
+        .lines()
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (seconds, fraction) = fields[0].split_once('.').unwrap();
+        let later = seconds.parse::<u64>().unwrap() + 100;
+        joined.push_str(&format!(
+            "{later}.{fraction} {} {} {} later-{} {}\n",
+            fields[1],
+            fields[2],
+            fields[3],
+            fields[4],
+            fields[5..].join(" ")
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("deployed.trace");
+    std::fs::write(&trace, joined).unwrap();
+    let out = stdout_of(
+        blackbox()
+            .args(["diff", "-q", "--json", "-"])
+            .arg(&trace)
+            .args(["--before", "0s-20s", "--after", "100s-120s"]),
+    );
+    let c: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let changed: Vec<&serde_json::Value> = c["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["significant"] == true)
+        .collect();
+    assert!(!changed.is_empty(), "{c}");
+    assert!(changed.iter().all(|n| n["node"] == "WS2"), "{c}");
+    // A range that is not one is refused, naming it.
+    blackbox()
+        .arg("diff")
+        .arg(&trace)
+        .args(["--before", "soon", "--after", "100s-120s"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--before `soon`"));
+}

@@ -90,6 +90,7 @@ pub(super) enum Command {
     #[command(after_long_help = "Examples:
   blackbox diff -q --before traces/multitier.trace --after traces/multitier-added-delay.trace
   blackbox diff -q --before traces/shop-16/*.pcap* --after traces/shop-32/*.pcap* --json - | head -3
+  blackbox diff -q traces/multitier.trace --before 0s-2s --after 2s-4s
 ")]
     Diff(DiffArgs),
     /// Turn captures or other records into a text trace.
@@ -591,12 +592,19 @@ impl CaptureArgs {
 
 #[derive(Args)]
 pub(super) struct DiffArgs {
-    /// The run before: captures (one per host) or text traces
-    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    /// One run's captures or traces, to compare two time ranges of it (--before and
+    /// --after then name the ranges)
+    #[arg(value_name = "FILE")]
+    pub(super) files: Vec<PathBuf>,
+
+    /// The run before: captures (one per host) or text traces; with FILEs, a time range
+    /// of them: `HH:MM[:SS]-HH:MM[:SS]` (UTC, on the day the trace starts) or
+    /// `DURATION-DURATION` from its start (`0s-5min`)
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE|RANGE")]
     pub(super) before: Vec<PathBuf>,
 
     /// The run after, as --before
-    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE|RANGE")]
     pub(super) after: Vec<PathBuf>,
 
     /// The level of all the tests together: the chance that two runs of an unchanged

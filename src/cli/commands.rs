@@ -192,13 +192,16 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
     Ok(())
 }
 
-/// `blackbox diff`: nests both runs and says what changed.
+/// `blackbox diff`: nests both runs (or one run, split into two time ranges) and says
+/// what changed.
 pub(super) fn diff(args: DiffArgs) -> Result<()> {
-    let options = args.algorithm.options();
+    let mut options = args.algorithm.options();
+    let by_operation = matches!(args.capture.node_by, super::args::NodeByArg::Operation);
+    options.by_operation = by_operation;
     let main = MainOutput::of(&[("--json", args.json.as_deref())], &[], args.quiet)?;
     let input_options = args.capture.input_options(args.quiet)?;
     let run = |files: &[PathBuf], side: &str| -> Result<(Input, nesting::Nesting)> {
-        if !args.quiet {
+        if !args.quiet && !side.is_empty() {
             eprintln!("{side}:");
         }
         let Loaded { input, .. } = load(files, &input_options, args.quiet)?;
@@ -206,13 +209,45 @@ pub(super) fn diff(args: DiffArgs) -> Result<()> {
         write_eval_summary(&input, &nesting, args.quiet)?;
         Ok((input, nesting))
     };
-    let (before_input, before) = run(&args.before, "before")?;
-    let (after_input, after) = run(&args.after, "after")?;
-    let comparison = blackbox::compare::compare(
-        (&before_input.trace, &before),
-        (&after_input.trace, &after),
-        args.alpha,
-    );
+    let comparison = if args.files.is_empty() {
+        let (before_input, mut before) = run(&args.before, "before")?;
+        let (after_input, mut after) = run(&args.after, "after")?;
+        blackbox::compare::compare(
+            (&before_input.trace, &std::mem::take(&mut before.patterns)),
+            (&after_input.trace, &std::mem::take(&mut after.patterns)),
+            args.alpha,
+        )
+    } else {
+        let range = |values: &[PathBuf], flag: &str| -> Result<String> {
+            match values {
+                [one] => Ok(one.to_string_lossy().into_owned()),
+                _ => Err(Usage(format!(
+                    "with FILEs, {flag} names one time range (`14:00-14:05` or `0s-5min`), not {} values",
+                    values.len()
+                ))
+                .into()),
+            }
+        };
+        let (before_range, after_range) = (
+            range(&args.before, "--before")?,
+            range(&args.after, "--after")?,
+        );
+        let (input, nesting) = run(&args.files, "")?;
+        let start = input.trace.messages.first().map_or(0, |m| m.first_time());
+        let during = |text: &str, flag: &str| -> Result<Vec<nesting::Pattern>> {
+            let span = time_range(text, start)
+                .map_err(|problem| Usage(format!("{flag} `{text}`: {problem}")))?;
+            Ok(blackbox::compare::patterns_during(
+                &input.trace,
+                &nesting,
+                span,
+                by_operation,
+            ))
+        };
+        let before = during(&before_range, "--before")?;
+        let after = during(&after_range, "--after")?;
+        blackbox::compare::compare((&input.trace, &before), (&input.trace, &after), args.alpha)
+    };
     main.write(|w| report::diff::write(&comparison, w))?;
     if let Some(path) = &args.json {
         write_out(Some(path), |w| {
@@ -221,6 +256,49 @@ pub(super) fn diff(args: DiffArgs) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// A time range `FROM-TO` of a trace that starts at `start`: clock times
+/// `HH:MM[:SS]` (UTC, on the day the trace starts; a range past midnight ends the next
+/// day) or durations from the start (`0s-5min`).
+fn time_range(text: &str, start: blackbox::trace::Nanos) -> Result<(i64, i64), String> {
+    const SECOND: i64 = 1_000_000_000;
+    const DAY: i64 = 86_400 * SECOND;
+    let (from, to) = text
+        .split_once('-')
+        .ok_or("expected FROM-TO, as 14:00-14:05 or 0s-5min")?;
+    let clock = |text: &str| -> Result<i64, String> {
+        let parts: Vec<&str> = text.split(':').collect();
+        let number = |part: &str, most: i64| -> Result<i64, String> {
+            match part.parse::<i64>() {
+                Ok(n) if (0..most).contains(&n) => Ok(n),
+                _ => Err(format!("`{text}` is not a clock time HH:MM[:SS]")),
+            }
+        };
+        let (hours, minutes, seconds) = match parts.as_slice() {
+            [h, m] => (number(h, 24)?, number(m, 60)?, 0),
+            [h, m, s] => (number(h, 24)?, number(m, 60)?, number(s, 60)?),
+            _ => return Err(format!("`{text}` is not a clock time HH:MM[:SS]")),
+        };
+        Ok(start - start.rem_euclid(DAY) + ((hours * 60 + minutes) * 60 + seconds) * SECOND)
+    };
+    let offset = |text: &str| -> Result<i64, String> {
+        blackbox::trace::time::parse_duration(text)
+            .map(|d| start + d)
+            .map_err(|e| format!("`{text}`: {e}"))
+    };
+    let (from, mut to) = if from.contains(':') && to.contains(':') {
+        (clock(from)?, clock(to)?)
+    } else {
+        (offset(from)?, offset(to)?)
+    };
+    if to <= from && text.contains(':') {
+        to += DAY;
+    }
+    if to <= from {
+        return Err("the range ends before it starts".into());
+    }
+    Ok((from, to))
 }
 
 /// What eval read and nested, on stderr unless `quiet`.

@@ -211,12 +211,24 @@ pub fn find_patterns(
     confidence: &[f32],
     by_operation: bool,
 ) -> Vec<Pattern> {
+    find_patterns_of(trace, pairs, (parent, confidence), by_operation, &|_| true)
+}
+
+/// [`find_patterns`] of the trees whose root `keep` keeps (`blackbox diff`'s time
+/// ranges).
+pub fn find_patterns_of(
+    trace: &Trace,
+    pairs: &[CallPair],
+    (parent, confidence): (&[u32], &[f32]),
+    by_operation: bool,
+    keep: &dyn Fn(u32) -> bool,
+) -> Vec<Pattern> {
     let children = ChildLists::new(parent);
     let mut by_signature: HashMap<String, u32> = HashMap::new();
     let mut patterns: Vec<Pattern> = Vec::new();
     let mut signature = String::new();
     let mut order = Vec::new();
-    for root in (0..pairs.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT) {
+    for root in (0..pairs.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT && keep(i)) {
         write_signature(trace, pairs, &children, root, by_operation, &mut signature);
         let index = match by_signature.get(signature.as_str()) {
             Some(&index) => index,

@@ -25,3 +25,4 @@ pub mod nesting;
 pub mod progress;
 pub mod report;
 pub mod trace;
+pub mod windows;

@@ -111,28 +111,8 @@ fn diff_needs_both_runs_and_a_level_between_0_and_1() {
 
 #[test]
 fn two_time_ranges_of_one_capture_find_the_delay_added_in_the_second() {
-    // The added-delay run follows the plain one after 100 s, as if the change had been
-    // deployed then: its times moved by 100 s, its call ids kept apart.
-    let mut joined = std::fs::read_to_string(shipped("multitier.trace")).unwrap();
-    for line in std::fs::read_to_string(shipped("multitier-added-delay.trace"))
-        .unwrap()
-        .lines()
-    {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (seconds, fraction) = fields[0].split_once('.').unwrap();
-        let later = seconds.parse::<u64>().unwrap() + 100;
-        joined.push_str(&format!(
-            "{later}.{fraction} {} {} {} later-{} {}\n",
-            fields[1],
-            fields[2],
-            fields[3],
-            fields[4],
-            fields[5..].join(" ")
-        ));
-    }
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("deployed.trace");
-    std::fs::write(&trace, joined).unwrap();
+    let trace = support::deployed_delay_trace(dir.path());
     let out = stdout_of(
         blackbox()
             .args(["diff", "-q", "--json", "-"])

@@ -273,6 +273,35 @@ fn the_nesting_page_shows_each_nodes_operations_and_error_rate() {
     }
 }
 
+fn the_window_where_a_patterns_latency_changed_most_is_shaded_in_chromium() {
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = support::deployed_delay_trace(dir.path());
+    let page = html_of(
+        dir.path(),
+        "nest",
+        &[
+            "--window".to_owned(),
+            "20s".to_owned(),
+            trace.to_str().unwrap().to_owned(),
+        ],
+    );
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nest-window-report.png");
+    let (dom, log) = render(&browser, &page, "", &screenshot);
+    assert_rendered_cleanly(&dom, &log);
+    // Every drawn pattern of many requests, in both runs, has its window shaded: the
+    // one in which the delay was deployed, 100 s after the start.
+    let marks = dom.matches("class=\"hint window-mark\"").count();
+    assert!(marks >= 3, "{marks} windows marked");
+    assert_eq!(marks, dom.matches("fill=\"#FDE2B4\"").count());
+    let shaded = dom
+        .split("class=\"hint window-mark\"")
+        .nth(1)
+        .and_then(|rest| rest.split(" to ").next())
+        .unwrap();
+    assert!(shaded.contains("22:15:00"), "{shaded}");
+}
+
 fn main() -> ExitCode {
     run(checks![
         the_nesting_page_is_self_contained_and_shows_every_shown_pattern,
@@ -281,5 +310,6 @@ fn main() -> ExitCode {
         the_report_renders_in_headless_chromium_and_sorts_by_mean_latency needs Chromium,
         the_convolution_report_renders_in_headless_chromium needs Chromium,
         the_nesting_page_shows_each_nodes_operations_and_error_rate,
+        the_window_where_a_patterns_latency_changed_most_is_shaded_in_chromium needs Chromium,
     ])
 }

@@ -319,6 +319,16 @@ pub(super) struct NestArgs {
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Output")]
     pub(super) min_count: u64,
 
+    /// Also show the requests by time window of this width (`60s`, `5min`)
+    ///
+    /// After the table, one table per window (aligned to the clock: 60 s windows start on
+    /// the minute) of the requests whose root call arrived in it: each pattern's count,
+    /// median and p99 latency, and the node adding the most with its own time. The
+    /// parents are chosen over the whole trace. --json gets `windows`, a time series of
+    /// each pattern's latency and each node's own time.
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Output")]
+    pub(super) window: Option<Nanos>,
+
     #[command(flatten)]
     pub(super) graphs: GraphArgs,
 

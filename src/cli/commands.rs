@@ -398,8 +398,24 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
         top: args.top,
         min_count: args.min_count,
     };
+    let windows = match args.window {
+        None => None,
+        Some(0) => return Err(Usage("--window must be longer than 0".into()).into()),
+        Some(width) => Some(
+            blackbox::windows::windows(trace, &nesting, width, options.by_operation).ok_or_else(
+                || {
+                    Usage(format!(
+                        "--window {}: the trace would fall in more than {} windows; choose a wider one",
+                        blackbox::trace::time::human_duration(width as f64),
+                        blackbox::windows::MAX_WINDOWS
+                    ))
+                },
+            )?,
+        ),
+    };
     let report = NestReport::new(trace, &nesting, &options, ranking)
-        .with_capture_totals(loaded.input.capture_totals.as_ref());
+        .with_capture_totals(loaded.input.capture_totals.as_ref())
+        .with_windows(windows.as_deref());
 
     let mut summary = Vec::new();
     report::summary::write(

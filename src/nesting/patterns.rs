@@ -223,20 +223,68 @@ pub fn find_patterns_of(
     by_operation: bool,
     keep: &dyn Fn(u32) -> bool,
 ) -> Vec<Pattern> {
+    let group = |root: u32| keep(root).then_some(0);
+    find_patterns_by_group(
+        trace,
+        pairs,
+        (parent, confidence),
+        by_operation,
+        (&group, 1),
+    )
+    .pop()
+    .unwrap_or_default()
+}
+
+/// [`find_patterns`] per group of trees: `group` puts each root in one of `groups`
+/// groups, or none (`--window`'s windows). The call tree is walked once for all.
+pub fn find_patterns_by_group(
+    trace: &Trace,
+    pairs: &[CallPair],
+    (parent, confidence): (&[u32], &[f32]),
+    by_operation: bool,
+    (group, groups): (&dyn Fn(u32) -> Option<usize>, usize),
+) -> Vec<Vec<Pattern>> {
     let children = ChildLists::new(parent);
+    let mut roots = vec![Vec::new(); groups];
+    for root in (0..pairs.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT) {
+        if let Some(g) = group(root).filter(|&g| g < groups) {
+            roots[g].push(root);
+        }
+    }
+    roots
+        .into_iter()
+        .map(|roots| {
+            patterns_among(
+                trace,
+                pairs,
+                (&children, confidence),
+                by_operation,
+                roots.into_iter(),
+            )
+        })
+        .collect()
+}
+
+fn patterns_among(
+    trace: &Trace,
+    pairs: &[CallPair],
+    (children, confidence): (&ChildLists, &[f32]),
+    by_operation: bool,
+    roots: impl Iterator<Item = u32>,
+) -> Vec<Pattern> {
     let mut by_signature: HashMap<String, u32> = HashMap::new();
     let mut patterns: Vec<Pattern> = Vec::new();
     let mut signature = String::new();
     let mut order = Vec::new();
-    for root in (0..pairs.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT && keep(i)) {
-        write_signature(trace, pairs, &children, root, by_operation, &mut signature);
+    for root in roots {
+        write_signature(trace, pairs, children, root, by_operation, &mut signature);
         let index = match by_signature.get(signature.as_str()) {
             Some(&index) => index,
             None => {
                 let index = patterns.len() as u32;
                 patterns.push(Pattern {
                     signature: signature.clone(),
-                    positions: shape(pairs, &children, root),
+                    positions: shape(pairs, children, root),
                     instances: Vec::new(),
                     confidence_sum: 0.0,
                     confidence_min: 1.0,
@@ -248,7 +296,7 @@ pub fn find_patterns_of(
         };
         let pattern = &mut patterns[index as usize];
         pattern.instances.push(root);
-        preorder(&children, root, &mut order);
+        preorder(children, root, &mut order);
         let mut all_right = 1.0f64;
         for (position, &(call, parent_call)) in pattern.positions.iter_mut().zip(&order) {
             let pair = &pairs[call as usize];

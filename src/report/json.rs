@@ -18,6 +18,33 @@ struct Document<'a> {
     sort: super::SortKey,
     patterns_total: usize,
     patterns: Vec<PatternOut<'a>>,
+    /// With `--window`: per window, its patterns (a time series).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    windows: Option<Vec<WindowOut<'a>>>,
+}
+
+#[derive(Serialize)]
+struct WindowOut<'a> {
+    start: f64,
+    end: f64,
+    requests: u64,
+    patterns: Vec<WindowPatternOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct WindowPatternOut<'a> {
+    signature: &'a str,
+    count: u64,
+    latency_s: Distribution,
+    /// Each node's mean own time, in the pattern's pre-order.
+    nodes: Vec<WindowNodeOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct WindowNodeOut<'a> {
+    node: &'a str,
+    caller: &'a str,
+    own_time_s: f64,
 }
 
 #[derive(Serialize)]
@@ -177,6 +204,39 @@ impl Render for Json {
             sort: report.ranking.sort,
             patterns_total: report.nesting.patterns.len(),
             patterns,
+            windows: report.windows.map(|windows| {
+                windows
+                    .iter()
+                    .map(|window| WindowOut {
+                        start: seconds(window.start as f64),
+                        end: seconds(window.end as f64),
+                        requests: window.requests(),
+                        patterns: window
+                            .patterns
+                            .iter()
+                            .map(|p| {
+                                let own =
+                                    super::own_time::mean_own_times(&super::own_time::own_times(p));
+                                WindowPatternOut {
+                                    signature: &p.signature,
+                                    count: p.count(),
+                                    latency_s: Summary::of(&p.positions[0].latencies).into(),
+                                    nodes: p
+                                        .positions
+                                        .iter()
+                                        .zip(own)
+                                        .map(|(at, own)| WindowNodeOut {
+                                            node: report.trace.node_name(at.node),
+                                            caller: report.trace.node_name(at.caller),
+                                            own_time_s: seconds(own),
+                                        })
+                                        .collect(),
+                                }
+                            })
+                            .collect(),
+                    })
+                    .collect()
+            }),
         };
         serde_json::to_writer_pretty(&mut *out, &document)?;
         out.write_all(b"\n")

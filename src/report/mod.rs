@@ -18,6 +18,7 @@ pub mod paths;
 pub mod summary;
 pub mod svg;
 pub mod table;
+pub mod windows;
 
 use crate::nesting::{NestOptions, Nesting};
 use crate::trace::Trace;
@@ -72,6 +73,8 @@ pub struct NestReport<'a> {
     pub ranked: Vec<usize>,
     /// What the packet captures among the inputs gave, summed, if any were read.
     pub capture: Option<&'a crate::capture::stats::FileStats>,
+    /// The requests by time window, with `--window`.
+    pub windows: Option<&'a [crate::windows::Window]>,
 }
 
 impl<'a> NestReport<'a> {
@@ -111,7 +114,14 @@ impl<'a> NestReport<'a> {
             ranking,
             ranked,
             capture: None,
+            windows: None,
         }
+    }
+
+    /// The report with the requests by time window (`--window`).
+    pub fn with_windows(mut self, windows: Option<&'a [crate::windows::Window]>) -> Self {
+        self.windows = windows;
+        self
     }
 
     /// The report with the captures' summed counts, for the input block.

@@ -69,6 +69,9 @@ impl Render for Table {
                 if hidden == 1 { "" } else { "s" }
             )?;
         }
+        if let Some(windows) = report.windows {
+            super::windows::write(report, windows, out)?;
+        }
         Ok(())
     }
 }

@@ -114,3 +114,30 @@ pub fn captures_in(name: &str) -> Vec<String> {
     captures.sort();
     captures
 }
+
+/// A trace of the paper's multi-tier system in which the 200 ms delay at WS2 was
+/// deployed after 100 s: `traces/multitier.trace`, then `multitier-added-delay.trace`
+/// with its times moved by 100 s and its call ids kept apart. Written into `dir`.
+pub fn deployed_delay_trace(dir: &Path) -> PathBuf {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces");
+    let mut joined = std::fs::read_to_string(traces.join("multitier.trace")).unwrap();
+    for line in std::fs::read_to_string(traces.join("multitier-added-delay.trace"))
+        .unwrap()
+        .lines()
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (seconds, fraction) = fields[0].split_once('.').unwrap();
+        let later = seconds.parse::<u64>().unwrap() + 100;
+        joined.push_str(&format!(
+            "{later}.{fraction} {} {} {} later-{} {}\n",
+            fields[1],
+            fields[2],
+            fields[3],
+            fields[4],
+            fields[5..].join(" ")
+        ));
+    }
+    let trace = dir.join("deployed.trace");
+    std::fs::write(&trace, joined).unwrap();
+    trace
+}

@@ -18,6 +18,8 @@ const HOT: RGBColor = RGBColor(217, 48, 37);
 const HOT_OWN: RGBColor = RGBColor(122, 22, 16);
 const MUTED: RGBColor = RGBColor(89, 99, 110);
 const GRID: RGBColor = RGBColor(234, 238, 242);
+/// The shaded window of [`over_time`].
+const MARK: RGBColor = RGBColor(253, 226, 180);
 const INK: RGBColor = RGBColor(31, 35, 40);
 
 /// A unit for an axis of durations, chosen so that its values run from 1 to 1000.
@@ -260,7 +262,9 @@ pub fn histogram(samples: &[Nanos], p50: Nanos, p99: Nanos) -> String {
 /// Requests' latency over time: per time bucket the median and the 99th percentile
 /// (above), and the requests per second (below). `requests` are (start, latency),
 /// in any order.
-pub fn over_time(requests: &[(Nanos, Nanos)]) -> String {
+/// `mark`, a span of absolute times, is shaded (the window where the latency changed
+/// most, with `--window`).
+pub fn over_time(requests: &[(Nanos, Nanos)], mark: Option<(Nanos, Nanos)>) -> String {
     let mut sorted = requests.to_vec();
     sorted.sort_unstable();
     let (first, last) = match (sorted.first(), sorted.last()) {
@@ -306,6 +310,15 @@ pub fn over_time(requests: &[(Nanos, Nanos)]) -> String {
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..x_end, 0.0..unit.of(highest) * 1.1)
             .map_err(|e| e.to_string())?;
+        if let Some((from, to)) = mark {
+            let x = |t: Nanos| time_unit.of((t - first) as f64).clamp(0.0, x_end);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x(from), 0.0), (x(to), unit.of(highest) * 1.1)],
+                    MARK.filled(),
+                )))
+                .map_err(|e| e.to_string())?;
+        }
         chart
             .configure_mesh()
             .light_line_style(GRID)

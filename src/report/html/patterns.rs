@@ -254,7 +254,16 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
                 }
                 h3 { "Latency over time" }
                 @let requests: Vec<(Nanos, Nanos)> = (0..count).map(|k| (started(k), positions[0].latencies[k])).collect();
-                (PreEscaped(charts::over_time(&requests)))
+                @let changed = report.windows.and_then(|windows| {
+                    crate::windows::most_changed(windows, &pattern.signature).map(|k| &windows[k])
+                });
+                @if let Some(window) = changed {
+                    p.hint.window-mark {
+                        "Shaded: the --window where its median latency moved most from the window before, "
+                        (clock(window.start)) " to " (clock(window.end)) "."
+                    }
+                }
+                (PreEscaped(charts::over_time(&requests, changed.map(|w| (w.start, w.end)))))
                 h3 { "Latency per node" }
                 p.hint { "Histograms in bins of equal ratio; black line: median, red: p99." }
                 div.hists {

@@ -97,31 +97,14 @@ pub fn write(c: &Comparison, out: &mut dyn Write) -> io::Result<()> {
             ]
         })
         .collect();
-    let header = ["node", "change", "mean", "median", "pattern"];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; 5], out: &mut dyn Write| {
-        writeln!(
-            out,
-            "  {:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3],
-            cells[4],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3]
-        )
-    };
-    line(header, out)?;
-    for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4]], out)?;
-    }
-    Ok(())
+    use super::Align::{Left, Right};
+    super::write_columns(
+        out,
+        "  ",
+        (
+            ["node", "change", "mean", "median", "pattern"],
+            [Left, Right, Right, Right, Left],
+        ),
+        &rows,
+    )
 }

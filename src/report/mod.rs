@@ -158,3 +158,70 @@ pub fn sure_percent(share: f64) -> String {
     }
     format!("{:.1}%", (share * 1000.0).floor() / 10.0)
 }
+
+/// How a column of [`write_columns`] lines up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    /// Against the left edge (names).
+    Left,
+    /// Against the right edge (numbers).
+    Right,
+}
+
+/// Writes `header` and `rows` as columns two spaces apart, each as wide as its widest
+/// cell, the last one left as it is (signatures run long); every line starts with
+/// `indent`.
+pub fn write_columns<const N: usize>(
+    out: &mut dyn std::io::Write,
+    indent: &str,
+    (header, align): ([&str; N], [Align; N]),
+    rows: &[[String; N]],
+) -> std::io::Result<()> {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; N], out: &mut dyn std::io::Write| {
+        let mut text = String::from(indent);
+        for (k, cell) in cells.iter().enumerate() {
+            if k + 1 == N {
+                text.push_str(cell);
+                break;
+            }
+            let pad = " ".repeat(widths[k] - cell.chars().count());
+            match align[k] {
+                Align::Left => {
+                    text.push_str(cell);
+                    text.push_str(&pad);
+                }
+                Align::Right => {
+                    text.push_str(&pad);
+                    text.push_str(cell);
+                }
+            }
+            text.push_str("  ");
+        }
+        writeln!(out, "{text}")
+    };
+    line(header, out)?;
+    for row in rows {
+        line(row.each_ref().map(String::as_str), out)?;
+    }
+    Ok(())
+}
+
+/// A time as a UTC clock reads it, to `digits` decimals of a second (3 or 6).
+pub fn clock(nanos: crate::trace::Nanos, digits: u32) -> String {
+    let seconds = nanos.div_euclid(1_000_000_000);
+    let fraction = nanos.rem_euclid(1_000_000_000) / 10i64.pow(9 - digits);
+    let of_day = seconds.rem_euclid(86_400);
+    format!(
+        "{:02}:{:02}:{:02}.{fraction:0width$}",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60,
+        width = digits as usize
+    )
+}

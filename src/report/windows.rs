@@ -5,22 +5,8 @@ use super::own_time::{hottest, mean_own_times, own_times};
 use super::NestReport;
 use crate::nesting::Summary;
 use crate::trace::time::human_duration;
-use crate::trace::Nanos;
 use crate::windows::Window;
 use std::io::{self, Write};
-
-/// A time as the clock reads it, UTC.
-pub fn clock(nanos: Nanos) -> String {
-    let seconds = nanos.div_euclid(1_000_000_000);
-    let millis = nanos.rem_euclid(1_000_000_000) / 1_000_000;
-    let of_day = seconds.rem_euclid(86_400);
-    format!(
-        "{:02}:{:02}:{:02}.{millis:03}",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60
-    )
-}
 
 /// Writes one table per window, patterns by count (`--top` applies to each).
 pub fn write(report: &NestReport<'_>, windows: &[Window], out: &mut dyn Write) -> io::Result<()> {
@@ -31,8 +17,8 @@ pub fn write(report: &NestReport<'_>, windows: &[Window], out: &mut dyn Write) -
             "window {} of {}: {} to {} UTC, {} request{}",
             k + 1,
             windows.len(),
-            clock(window.start),
-            clock(window.end),
+            super::clock(window.start, 3),
+            super::clock(window.end, 3),
             window.requests(),
             if window.requests() == 1 { "" } else { "s" }
         )?;
@@ -69,38 +55,22 @@ pub fn write(report: &NestReport<'_>, windows: &[Window], out: &mut dyn Write) -
                 ]
             })
             .collect();
-        let header = [
-            "count",
-            "p50 latency",
-            "p99 latency",
-            "adds the most",
-            "pattern",
-        ];
-        let mut widths = header.map(str::len);
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |cells: [&str; 5], out: &mut dyn Write| {
-            writeln!(
-                out,
-                "{:>w0$}  {:>w1$}  {:>w2$}  {:<w3$}  {}",
-                cells[0],
-                cells[1],
-                cells[2],
-                cells[3],
-                cells[4],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2],
-                w3 = widths[3]
-            )
-        };
-        line(header, out)?;
-        for row in &rows {
-            line([&row[0], &row[1], &row[2], &row[3], &row[4]], out)?;
-        }
+        use super::Align::{Left, Right};
+        super::write_columns(
+            out,
+            "",
+            (
+                [
+                    "count",
+                    "p50 latency",
+                    "p99 latency",
+                    "adds the most",
+                    "pattern",
+                ],
+                [Right, Right, Right, Left, Left],
+            ),
+            &rows,
+        )?;
     }
     Ok(())
 }

@@ -290,15 +290,7 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
 
 /// A time of day, UTC, to the microsecond, for when a request started.
 fn clock(nanos: Nanos) -> String {
-    let seconds = nanos.div_euclid(1_000_000_000);
-    let micros = nanos.rem_euclid(1_000_000_000) / 1000;
-    let of_day = seconds.rem_euclid(86_400);
-    format!(
-        "{:02}:{:02}:{:02}.{micros:06} UTC",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60
-    )
+    format!("{} UTC", super::super::clock(nanos, 6))
 }
 
 /// Operations shown per node in the tree, most frequent first.

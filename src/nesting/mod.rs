@@ -605,7 +605,12 @@ fn nest_node(
         unsure,
         late_children,
         chosen,
-        candidate_links: board.links_before_ids,
+        // The node's parallelism: its candidates before ids narrowed them, or as the
+        // asynchronous window widened them.
+        candidate_links: match &candidates {
+            std::borrow::Cow::Owned(wider) => wider.parents.len() as u64,
+            std::borrow::Cow::Borrowed(_) => board.links_before_ids,
+        },
         children_with_candidates,
         histograms: board.scoreboard.histograms() as u64,
         connection_affinity,

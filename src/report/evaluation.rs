@@ -85,12 +85,12 @@ pub fn write_paths(s: &PathScores, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     writeln!(out)?;
-    writeln!(
-        out,
-        "calls with a true parent by the stated confidence of their choice (calibrated: share right = mean confidence)"
-    )?;
+    writeln!(out, "{RELIABILITY}")?;
     write_reliability(&s.reliability, "calls", out)
 }
+
+/// The heading of the reliability table against a truth.
+const RELIABILITY: &str = "calls with a true parent by the stated confidence of their choice (calibrated: share right = mean confidence)";
 
 /// Writes call-level scores against a truth file.
 pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
@@ -110,6 +110,7 @@ pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
         100.0 * s.request_accuracy()
     )?;
     writeln!(out)?;
+    writeln!(out, "{RELIABILITY}")?;
     write_reliability(&s.reliability, "calls", out)
 }
 

@@ -24,18 +24,23 @@ fn diff_json(before: &Path, after: &Path) -> serde_json::Value {
     serde_json::from_str(&out).unwrap()
 }
 
+/// The nodes whose own time changed beyond noise.
+fn significant_nodes(c: &serde_json::Value) -> Vec<&serde_json::Value> {
+    c["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["significant"] == true)
+        .collect()
+}
+
 #[test]
 fn the_added_delay_is_found_at_ws2_before_it_calls_ap() {
     let c = diff_json(
         &shipped("multitier.trace"),
         &shipped("multitier-added-delay.trace"),
     );
-    let changed: Vec<&serde_json::Value> = c["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["significant"] == true)
-        .collect();
+    let changed = significant_nodes(&c);
     assert!(!changed.is_empty(), "{c}");
     for node in changed {
         assert_eq!(node["node"], "WS2", "{node}");
@@ -120,12 +125,7 @@ fn two_time_ranges_of_one_capture_find_the_delay_added_in_the_second() {
             .args(["--before", "0s-20s", "--after", "100s-120s"]),
     );
     let c: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let changed: Vec<&serde_json::Value> = c["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["significant"] == true)
-        .collect();
+    let changed = significant_nodes(&c);
     assert!(!changed.is_empty(), "{c}");
     assert!(changed.iter().all(|n| n["node"] == "WS2"), "{c}");
     // A range that is not one is refused, naming it.

@@ -52,7 +52,7 @@ fn figure(text: &str, line: &str, label: &str) -> f64 {
         .unwrap()
 }
 
-fn eval(files: &[PathBuf], extra: &[&str]) -> String {
+fn eval<F: AsRef<std::ffi::OsStr>>(files: &[F], extra: &[&str]) -> String {
     stdout_of(blackbox().args(["eval", "-q"]).args(extra).args(files))
 }
 
@@ -187,17 +187,9 @@ fn traced_shop() -> (Vec<String>, String) {
 #[test]
 fn on_the_traced_shop_ids_fix_web_and_the_database_calls_and_help_the_cache_calls() {
     let (files, truth) = traced_shop();
-    let scores = stdout_of(
-        blackbox()
-            .args(["eval", "-q", "--truth-ids", &truth])
-            .args(&files),
-    );
+    let scores = eval(&files, &["--truth-ids", &truth]);
     let with = figure(&scores, "instances inferred exactly", "exactly:");
-    let scores = stdout_of(
-        blackbox()
-            .args(["eval", "-q", "--ignore-ids", "--truth-ids", &truth])
-            .args(&files),
-    );
+    let scores = eval(&files, &["--ignore-ids", "--truth-ids", &truth]);
     let without = figure(&scores, "instances inferred exactly", "exactly:");
     assert!(
         with >= 99.5 && with > without,
@@ -208,17 +200,9 @@ fn on_the_traced_shop_ids_fix_web_and_the_database_calls_and_help_the_cache_call
 #[test]
 fn on_the_traced_shop_against_ids_agrees_with_the_programs_truth_within_half_a_point() {
     let (files, truth) = traced_shop();
-    let scores = stdout_of(
-        blackbox()
-            .args(["eval", "-q", "--ignore-ids", "--truth-ids", &truth])
-            .args(&files),
-    );
+    let scores = eval(&files, &["--ignore-ids", "--truth-ids", &truth]);
     let measured = figure(&scores, "instances inferred exactly", "with one:");
-    let estimate = stdout_of(
-        blackbox()
-            .args(["eval", "-q", "--against-ids"])
-            .args(&files),
-    );
+    let estimate = eval(&files, &["--against-ids"]);
     let estimated = figure(&estimate, "calls given the parent their ids name", "name:");
     assert!(
         (measured - estimated).abs() <= 0.5,

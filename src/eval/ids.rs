@@ -55,7 +55,7 @@ pub fn id_parents(trace: &Trace, pairs: &[CallPair], skew_window: Nanos) -> Vec<
     for (i, child) in pairs.iter().enumerate() {
         if named[i] != NO_PARENT {
             let (carried, matched) = found[&child.caller.0];
-            if (matched as f64) < 0.5 * carried as f64 {
+            if (matched as f64) < crate::nesting::propagated::PROPAGATES * carried as f64 {
                 named[i] = NO_PARENT;
             }
         }

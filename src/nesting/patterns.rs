@@ -214,6 +214,11 @@ pub fn find_patterns(
     find_patterns_of(trace, pairs, (parent, confidence), by_operation, &|_| true)
 }
 
+/// The roots among the calls, lazily: a trace has millions.
+fn roots(parent: &[u32]) -> impl Iterator<Item = u32> + '_ {
+    (0..parent.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT)
+}
+
 /// [`find_patterns`] of the trees whose root `keep` keeps (`blackbox diff`'s time
 /// ranges).
 pub fn find_patterns_of(
@@ -223,16 +228,13 @@ pub fn find_patterns_of(
     by_operation: bool,
     keep: &dyn Fn(u32) -> bool,
 ) -> Vec<Pattern> {
-    let group = |root: u32| keep(root).then_some(0);
-    find_patterns_by_group(
+    patterns_among(
         trace,
         pairs,
-        (parent, confidence),
+        (&ChildLists::new(parent), confidence),
         by_operation,
-        (&group, 1),
+        roots(parent).filter(|&root| keep(root)),
     )
-    .pop()
-    .unwrap_or_default()
 }
 
 /// [`find_patterns`] per group of trees: `group` puts each root in one of `groups`
@@ -245,13 +247,13 @@ pub fn find_patterns_by_group(
     (group, groups): (&dyn Fn(u32) -> Option<usize>, usize),
 ) -> Vec<Vec<Pattern>> {
     let children = ChildLists::new(parent);
-    let mut roots = vec![Vec::new(); groups];
-    for root in (0..pairs.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT) {
+    let mut grouped = vec![Vec::new(); groups];
+    for root in roots(parent) {
         if let Some(g) = group(root).filter(|&g| g < groups) {
-            roots[g].push(root);
+            grouped[g].push(root);
         }
     }
-    roots
+    grouped
         .into_iter()
         .map(|roots| {
             patterns_among(

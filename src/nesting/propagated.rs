@@ -27,7 +27,7 @@ pub struct IdLinks {
 /// Whether a node's ids propagate: at least this many of the children that carry an
 /// id and have candidates carrying ids must find their own among them. A node that
 /// mints a new id per call (a proxy that sets `X-Request-ID` itself) finds none.
-const PROPAGATES: f64 = 0.5;
+pub const PROPAGATES: f64 = 0.5;
 
 /// Narrows each child's candidates to the call carrying its id, where the node's ids
 /// propagate; otherwise returns `None` with what was counted.

@@ -698,7 +698,7 @@ fn added_delay(report: &mut Report) {
             .max_by_key(|p| p.count())
             .expect("pattern present");
         let delays = &p.positions[p.positions[0].children[1] as usize].call_delays;
-        delays.iter().sum::<i64>() as f64 / delays.len() as f64 / 1e9
+        delays.sum() as f64 / delays.len() as f64 / 1e9
     };
     let (normal, added) = (delay("multitier"), delay("multitier-added-delay"));
     let extra = added - normal;

@@ -196,7 +196,7 @@ pub fn compare(
             let (x, y) = (Summary::of(xs), Summary::of(ys));
             let own_change = y.mean - x.mean;
             let delay_change = |child: u32| {
-                let mean = |p: &Pattern| Summary::of(&p.positions[child as usize].call_delays).mean;
+                let mean = |p: &Pattern| p.positions[child as usize].call_delays.summary().mean;
                 (mean(a) - mean(b), child)
             };
             let before_call_to = at

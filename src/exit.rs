@@ -52,6 +52,7 @@ pub fn is_bad_input(cause: &(dyn Error + 'static)) -> bool {
         || cause.is::<crate::capture::CaptureError>()
         || cause.is::<crate::input::InputError>()
         || cause.is::<crate::nesting::NestError>()
+        || cause.is::<crate::streaming::StreamError>()
         || cause.is::<crate::nesting::explain::ExplainError>()
         || cause.is::<crate::convolution::ConvolveError>()
         || cause.is::<crate::eval::paths::EvalError>()

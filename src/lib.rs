@@ -24,5 +24,6 @@ pub mod input;
 pub mod nesting;
 pub mod progress;
 pub mod report;
+pub mod streaming;
 pub mod trace;
 pub mod windows;

@@ -4,7 +4,7 @@
 //! grouping and which window a pattern's latency changed most in; the parent choice is
 //! the whole trace's ([`crate::nesting`]), and printing is the report's.
 
-use crate::nesting::{Nesting, Pattern, Summary, NO_PARENT};
+use crate::nesting::{Nesting, Pattern, NO_PARENT};
 use crate::trace::{Nanos, Trace};
 
 /// One window's requests.
@@ -84,7 +84,7 @@ pub fn most_changed(windows: &[Window], signature: &str) -> Option<usize> {
         let Some(pattern) = window.patterns.iter().find(|p| p.signature == signature) else {
             continue;
         };
-        let median = Summary::of(&pattern.positions[0].latencies).p50;
+        let median = pattern.positions[0].latencies.summary().p50;
         if let Some(before) = previous {
             let moved = (median - before).abs();
             if best.map_or(true, |(most, _)| moved > most) {

@@ -16,6 +16,7 @@ use blackbox::report::{
     self, assignments::Assignments, json::Json, otlp::Otlp, table::Table, NestReport, Ranking,
     Render,
 };
+use blackbox::streaming;
 use blackbox::trace::text;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -149,16 +150,22 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
             paths::ground_truth(trace, &options).with_context(|| describe(files))?,
         ),
     };
-    let nesting = if args.start_from_truth {
+    // Without a given start, what `nest` would make of the same trace read from a file.
+    let stream = streaming::StreamOptions {
+        segment_lines: args.segment_lines,
+    };
+    let nesting: Result<nesting::Nesting> = if args.start_from_truth {
         let start = |pairs: &[CallPair]| match &truth {
             EvalTruth::Parents(parents) => calls::true_parent_indexes(trace, pairs, parents),
             EvalTruth::Column(truth) => truth.parent.clone(),
         };
-        nesting::nest_from(trace, &options, &start)
+        nesting::nest_from(trace, &options, &start).map_err(Into::into)
+    } else if stream.segment_lines == 0 {
+        nesting::nest(trace, &options).map_err(Into::into)
     } else {
-        nesting::nest(trace, &options)
-    }
-    .with_context(|| describe(files))?;
+        streaming::nest_held(trace, &options, stream).map_err(Into::into)
+    };
+    let nesting = nesting.with_context(|| describe(files))?;
     write_eval_summary(&input, &nesting, args.input.quiet)?;
     let start = if args.start_from_truth {
         "true parents"
@@ -389,15 +396,53 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
         &graph_dirs(&args.graphs),
         args.input.quiet,
     )?;
-    let loaded = load_inputs(&args.input)?;
-    let trace = &loaded.input.trace;
-    let files = &args.input.files;
-    let nesting = nesting::nest(trace, &options).with_context(|| describe(files))?;
     let ranking = Ranking {
         sort: args.sort.key(),
         top: args.top,
         min_count: args.min_count,
     };
+    let files = &args.input.files;
+    let input_options = args.input.options()?;
+    let sources = source::Source::sniff_all(files).map_err(input::InputError::from)?;
+    // What needs every call at once reads the whole trace; the rest streams.
+    let whole_needed = args.html.is_some()
+        || args.otlp.is_some()
+        || args.assignments.is_some()
+        || query.is_some()
+        || args.window.is_some()
+        || input_options.repair.is_some()
+        || args.segment_lines == 0;
+    let opened = match whole_needed {
+        true => Err(sources),
+        false => input::open_texts(sources, input_options.progress)?,
+    };
+    let loaded = match opened {
+        Err(sources) => load_sources(sources, &input_options, args.input.quiet)?,
+        Ok((texts, progress)) => {
+            let stream = streaming::StreamOptions {
+                segment_lines: args.segment_lines,
+            };
+            let text_traces = texts.len();
+            // Reading errors name their file and line; nesting's need the files named.
+            let outcome = match streaming::nest_text(texts, &options, stream, None) {
+                Ok(outcome) => outcome,
+                Err(streaming::StreamError::Trace(error)) => return Err(error.into()),
+                Err(error) => return Err(error).with_context(|| describe(files)),
+            };
+            progress.finish();
+            match outcome {
+                streaming::Outcome::Whole(trace) => Loaded {
+                    input: input::from_text_trace(trace, text_traces)?,
+                    warnings: String::new(),
+                },
+                streaming::Outcome::Streamed(streamed) => {
+                    return write_streamed(&args, &options, ranking, &streamed, &main)
+                }
+            }
+        }
+    };
+    let trace = &loaded.input.trace;
+    let nesting = nesting::nest(trace, &options).with_context(|| describe(files))?;
     let windows = match args.window {
         None => None,
         Some(0) => return Err(Usage("--window must be longer than 0".into()).into()),
@@ -457,6 +502,50 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
         }
         None => main.write(|w| Table.render(&report, w)),
     }
+}
+
+/// The outputs of a nesting done in segments: the summary with how it was cut, the
+/// JSON, the graphs and the table (what needs every call never streams).
+fn write_streamed(
+    args: &NestArgs,
+    options: &nesting::NestOptions,
+    ranking: Ranking,
+    streamed: &streaming::Streamed,
+    main: &MainOutput,
+) -> Result<()> {
+    let (trace, nesting) = (&streamed.trace, &streamed.nesting);
+    let report =
+        NestReport::new(trace, nesting, options, ranking).with_streamed(Some(&streamed.cut));
+    if !args.input.quiet {
+        let mut summary = Vec::new();
+        report::summary::write(
+            &trace.stats,
+            None,
+            &nesting.stats,
+            nesting.patterns.len(),
+            &mut summary,
+        )?;
+        report::summary::write_streamed(&streamed.cut, &mut summary)?;
+        io::stderr().write_all(&summary)?;
+    } else if streamed.cut.late_lines > 0 {
+        // Skipped lines are told even when quiet.
+        let mut line = Vec::new();
+        report::summary::write_streamed(&streamed.cut, &mut line)?;
+        let text = String::from_utf8_lossy(&line);
+        io::stderr().write_all(
+            text.lines()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join("\n")
+                .as_bytes(),
+        )?;
+        io::stderr().write_all(b"\n")?;
+    }
+    if let Some(path) = &args.json {
+        write_out(Some(path), |w| Json.render(&report, w))?;
+    }
+    draw(&args.graphs, |dir| report::dot::write_dir(&report, dir))?;
+    main.write(|w| Table.render(&report, w))
 }
 
 /// The directory flags of `graphs`, for [`MainOutput::of`].
@@ -527,7 +616,20 @@ fn load_inputs(args: &InputArgs) -> Result<Loaded> {
 /// always, per-capture summaries, the alignment table and the repair line unless
 /// `quiet`.
 fn load(files: &[PathBuf], options: &input::InputOptions, quiet: bool) -> Result<Loaded> {
-    let input = input::read(files, options)?;
+    load_sources(
+        source::Source::sniff_all(files).map_err(input::InputError::from)?,
+        options,
+        quiet,
+    )
+}
+
+/// [`load`] of inputs already told apart.
+fn load_sources(
+    sources: Vec<source::Source>,
+    options: &input::InputOptions,
+    quiet: bool,
+) -> Result<Loaded> {
+    let input = input::read_sources(sources, options)?;
     let text = |write: &dyn Fn(&mut Vec<u8>) -> io::Result<()>| -> io::Result<String> {
         let mut bytes = Vec::new();
         write(&mut bytes)?;

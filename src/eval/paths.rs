@@ -6,9 +6,9 @@
 //! restricted to its own path instance, as in the paper: with path ids, nesting is
 //! unambiguous.
 
+use crate::nesting::Pattern;
 use crate::nesting::NO_PARENT;
 use crate::nesting::{nest, NestError, NestOptions, Nesting};
-use crate::nesting::{Pattern, Summary};
 use crate::trace::Trace;
 use hashbrown::HashMap;
 use serde::Serialize;
@@ -295,10 +295,7 @@ fn latency_errors(trace: &Trace, inferred: &Nesting, truth: &Nesting) -> Vec<Lat
                 .iter()
                 .zip(&p.positions)
                 .map(|(tp, ip)| {
-                    let (tm, im) = (
-                        Summary::of(&tp.latencies).mean,
-                        Summary::of(&ip.latencies).mean,
-                    );
+                    let (tm, im) = (tp.latencies.summary().mean, ip.latencies.summary().mean);
                     let error = if tm == 0.0 {
                         if im == 0.0 {
                             0.0

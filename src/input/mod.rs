@@ -165,7 +165,12 @@ impl fmt::Display for InputWarning {
 /// by their first bytes; `-` is standard input), the captures aligned and added in the
 /// reference clock, then repaired if asked.
 pub fn read(files: &[PathBuf], options: &InputOptions) -> Result<Input, InputError> {
-    let (captures, texts): (Vec<Source>, Vec<Source>) = Source::sniff_all(files)?
+    read_sources(Source::sniff_all(files)?, options)
+}
+
+/// [`read`] of inputs already told apart ([`Source::sniff_all`]).
+pub fn read_sources(sources: Vec<Source>, options: &InputOptions) -> Result<Input, InputError> {
+    let (captures, texts): (Vec<Source>, Vec<Source>) = sources
         .into_iter()
         .partition(|source| source.kind == Kind::Capture);
     let mut builder = TraceBuilder::new();
@@ -179,6 +184,45 @@ pub fn read(files: &[PathBuf], options: &InputOptions) -> Result<Input, InputErr
         add_captures(read, options, &mut builder, &mut input);
     }
     let input = finish(builder, options, input);
+    match input.trace.messages.is_empty() {
+        true => Err(InputError::NoMessages(what_was_read(&input, text_traces))),
+        false => Ok(input),
+    }
+}
+
+/// Text traces opened to be read as a stream ([`crate::streaming`]), with the progress
+/// bar over their bytes (to finish when they are read); the sources back, unopened,
+/// when any is a capture: captures are read whole.
+#[allow(clippy::type_complexity)]
+pub fn open_texts(
+    sources: Vec<Source>,
+    progress: bool,
+) -> Result<Result<(Vec<crate::streaming::TextInput>, Progress), Vec<Source>>, InputError> {
+    if sources.iter().any(|source| source.kind == Kind::Capture) {
+        return Ok(Err(sources));
+    }
+    let progress = progress_over("reading text traces", &sources, progress);
+    let inputs = sources
+        .into_iter()
+        .map(|source| {
+            let path = source.path.clone();
+            let reader = std::io::BufReader::with_capacity(1 << 20, source.open(&progress)?);
+            Ok(crate::streaming::TextInput {
+                path,
+                reader: Box::new(reader),
+            })
+        })
+        .collect::<Result<Vec<_>, SourceError>>()?;
+    Ok(Ok((inputs, progress)))
+}
+
+/// The input of text traces read whole by [`crate::streaming`]: refused as [`read`]
+/// refuses one that holds no message.
+pub fn from_text_trace(trace: Trace, text_traces: usize) -> Result<Input, InputError> {
+    let input = Input {
+        trace,
+        ..empty_input()
+    };
     match input.trace.messages.is_empty() {
         true => Err(InputError::NoMessages(what_was_read(&input, text_traces))),
         false => Ok(input),

@@ -85,6 +85,15 @@ pub struct PairingStats {
 /// equal times, so a call and its return in the same tick still pair. The pairs come
 /// out ordered by `caller_send`, ties in a fixed order.
 pub fn find_call_pairs(trace: &Trace) -> (Vec<CallPair>, PairingStats) {
+    find_call_pairs_counting(trace, &|_| true)
+}
+
+/// [`find_call_pairs`], counting in the stats only the messages first seen at a time
+/// `counts` keeps (a segment's core: [`crate::streaming`]).
+pub fn find_call_pairs_counting(
+    trace: &Trace,
+    counts: &dyn Fn(Nanos) -> bool,
+) -> (Vec<CallPair>, PairingStats) {
     const END: u32 = u32::MAX;
     let mut stats = PairingStats::default();
     // key -> (oldest open call, newest open call), as message indexes; `later[i]` links
@@ -115,17 +124,18 @@ pub fn find_call_pairs(trace: &Trace) -> (Vec<CallPair>, PairingStats) {
                     }
                     pairs.push(pair(&trace.messages[oldest as usize], m));
                 }
-                Entry::Vacant(_) => stats.unmatched_returns += 1,
+                Entry::Vacant(_) => stats.unmatched_returns += u64::from(counts(m.first_time())),
             },
-            Kind::Free => stats.free_messages += 1,
+            Kind::Free => stats.free_messages += u64::from(counts(m.first_time())),
         }
     }
+    let counted = |at: u32| u64::from(counts(trace.messages[at as usize].first_time()));
     for &(oldest, newest) in open.values() {
         let mut at = oldest;
-        stats.unmatched_calls += 1;
+        stats.unmatched_calls += counted(at);
         while at != newest {
             at = later[at as usize];
-            stats.unmatched_calls += 1;
+            stats.unmatched_calls += counted(at);
         }
     }
     pairs.par_sort_unstable_by(|a, b| {

@@ -185,12 +185,13 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         tick: super::call_pairs::tick(pairs),
         options,
         start: None,
+        core: None,
     };
     let mut record = DecisionRecord {
         call,
         ..DecisionRecord::default()
     };
-    let lost = super::lost_shares(trace, pairs)[node.0 as usize];
+    let lost = super::lost_shares(trace, pairs, &|_| true)[node.0 as usize];
     nest_node(
         &whole,
         &mut incoming,

@@ -200,7 +200,20 @@ pub struct Nesting {
 
 /// Runs the nesting algorithm on a trace.
 pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> {
-    nest_starting(trace, options, None)
+    nest_starting(trace, options, None, None)
+}
+
+/// For a nesting done in segments ([`crate::streaming`]): nests a segment's trace but
+/// counts in the stats, and groups into patterns, only what its core holds: the calls
+/// that leave their caller within `core` (from, to), and the requests whose root call
+/// does. The margins on either side are there to give the core's calls all their
+/// candidates and the core's requests all their calls.
+pub fn nest_core(
+    trace: &Trace,
+    options: &NestOptions,
+    core: (Nanos, Nanos),
+) -> Result<Nesting, NestError> {
+    nest_starting(trace, options, None, Some(core))
 }
 
 /// For evaluation: runs the nesting algorithm with the joint search started from
@@ -221,7 +234,7 @@ pub fn nest_from(
                 .into(),
         ));
     }
-    nest_starting(trace, options, Some(start))
+    nest_starting(trace, options, Some(start), None)
 }
 
 /// A start for [`nest_from`]: given the call pairs, each one's parent.
@@ -231,6 +244,7 @@ fn nest_starting(
     trace: &Trace,
     options: &NestOptions,
     start: Option<&GivenStart<'_>>,
+    core: Option<(Nanos, Nanos)>,
 ) -> Result<Nesting, NestError> {
     validate(options)?;
     if trace.messages.is_empty() {
@@ -238,7 +252,8 @@ fn nest_starting(
             lines: trace.stats.lines,
         });
     }
-    let (pairs, pairing) = find_call_pairs_checked(trace)?;
+    let in_core = |time: Nanos| core.map_or(true, |(from, to)| from <= time && time < to);
+    let (pairs, pairing) = find_call_pairs_checked(trace, &in_core)?;
     let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
     let tick = call_pairs::tick(&pairs);
     let start = start.map(|start| start(&pairs));
@@ -261,7 +276,7 @@ fn nest_starting(
         incoming[p.callee.0 as usize].push(i as u32);
         outgoing[p.caller.0 as usize].push(i as u32);
     }
-    let lost = lost_shares(trace, &pairs);
+    let lost = lost_shares(trace, &pairs, &in_core);
     let whole = WholeTrace {
         trace,
         pairs: &pairs,
@@ -269,6 +284,7 @@ fn nest_starting(
         tick,
         options,
         start: start.as_deref(),
+        core,
     };
     let per_node: Vec<NodeOutcome> = incoming
         .par_iter_mut()
@@ -309,9 +325,18 @@ fn nest_starting(
         links as f64 / children_with_candidates as f64
     };
     stats.cycles_broken = parents::break_cycles(&mut parent);
-    stats.roots = parent.iter().filter(|&&p| p == NO_PARENT).count() as u64;
-    let patterns =
-        patterns::find_patterns(trace, &pairs, &parent, &confidence, options.by_operation);
+    let root_in_core = |root: u32| in_core(pairs[root as usize].caller_send);
+    stats.call_pairs = pairs.iter().filter(|p| in_core(p.caller_send)).count() as u64;
+    stats.roots = (0..pairs.len() as u32)
+        .filter(|&i| parent[i as usize] == NO_PARENT && root_in_core(i))
+        .count() as u64;
+    let patterns = patterns::find_patterns_of(
+        trace,
+        &pairs,
+        (&parent, &confidence),
+        options.by_operation,
+        &root_in_core,
+    );
     Ok(Nesting {
         pairs,
         parent,
@@ -323,24 +348,34 @@ fn nest_starting(
 
 /// Per node B, the share of calls into B whose call or return the trace lacks: calls
 /// and returns seen beyond the pairs made, over all calls into B. (A trace whose clocks
-/// put a return before its call counts that call too.)
-pub(crate) fn lost_shares(trace: &Trace, pairs: &[CallPair]) -> Vec<f64> {
+/// put a return before its call counts that call too.) Only messages and pairs at times
+/// `counts` keeps are counted: a segment's margins lose calls at their far edges.
+pub(crate) fn lost_shares(
+    trace: &Trace,
+    pairs: &[CallPair],
+    counts: &dyn Fn(Nanos) -> bool,
+) -> Vec<f64> {
     let mut seen = vec![0u64; trace.nodes.len()];
-    for message in &trace.messages {
+    for message in trace.messages.iter().filter(|m| counts(m.first_time())) {
         match message.kind() {
             Kind::Call => seen[message.receiver().0 as usize] += 1,
             Kind::Return => seen[message.sender().0 as usize] += 1,
             Kind::Free => {}
         }
     }
+    // Each end of a pair counted where its message was first seen, as `seen` counts it.
     let mut paired = vec![0u64; trace.nodes.len()];
+    let mut ends = vec![0u64; trace.nodes.len()];
     for pair in pairs {
-        paired[pair.callee.0 as usize] += 1;
+        let call = counts(pair.caller_send.min(pair.callee_recv));
+        let answer = counts(pair.callee_return.min(pair.caller_return));
+        paired[pair.callee.0 as usize] += u64::from(call);
+        ends[pair.callee.0 as usize] += u64::from(call) + u64::from(answer);
     }
     seen.iter()
-        .zip(&paired)
-        .map(|(&seen, &paired)| {
-            let lost = seen.saturating_sub(2 * paired) as f64;
+        .zip(paired.iter().zip(&ends))
+        .map(|(&seen, (&paired, &ends))| {
+            let lost = seen.saturating_sub(ends) as f64;
             lost / (paired as f64 + lost).max(1.0)
         })
         .collect()
@@ -380,8 +415,11 @@ fn validate(options: &NestOptions) -> Result<(), NestError> {
     Ok(())
 }
 
-fn find_call_pairs_checked(trace: &Trace) -> Result<(Vec<CallPair>, PairingStats), NestError> {
-    let (pairs, pairing) = call_pairs::find_call_pairs(trace);
+fn find_call_pairs_checked(
+    trace: &Trace,
+    counts: &dyn Fn(Nanos) -> bool,
+) -> Result<(Vec<CallPair>, PairingStats), NestError> {
+    let (pairs, pairing) = call_pairs::find_call_pairs_counting(trace, counts);
     if pairs.is_empty() {
         return Err(NestError::NoCallPairs {
             calls_unmatched: pairing.unmatched_calls,
@@ -417,6 +455,17 @@ struct WholeTrace<'a> {
     /// Per call pair, the parent the joint search starts from instead of the greedy
     /// answer ([`nest_from`]).
     start: Option<&'a [u32]>,
+    /// A segment's core ([`nest_core`]): only its calls are counted.
+    core: Option<(Nanos, Nanos)>,
+}
+
+impl WholeTrace<'_> {
+    /// Whether the stats count this call pair's choice: every one, or a segment's core.
+    fn counts(&self, pair: u32) -> bool {
+        let time = self.pairs[pair as usize].caller_send;
+        self.core
+            .map_or(true, |(from, to)| from <= time && time < to)
+    }
 }
 
 /// What `--explain` records of one child's decision while its node's parents are
@@ -476,14 +525,16 @@ fn nest_node(
         tick,
         options,
         start,
+        core: _,
     } = *whole;
+    let counts = |pair: u32| whole.counts(pair);
     let board = prepare_node(
         trace,
         pairs,
         (incoming, outgoing),
-        bins,
-        options,
+        (bins, options),
         record.is_some(),
+        &counts,
     );
     let order = record.as_deref().map(|record| {
         outgoing
@@ -567,11 +618,11 @@ fn nest_node(
     let (async_children, unsure) = if options.async_window > 0 && !options.same_truth_only {
         drop_unsure_async(
             pairs,
-            incoming,
-            outgoing,
+            (incoming, outgoing),
             &mut choice,
             lead.as_deref().unwrap_or(&confidence),
             options.skew_window,
+            &counts,
         )
     } else {
         (0, 0)
@@ -581,7 +632,8 @@ fn nest_node(
             .iter()
             .zip(&choice)
             .filter(|&(&child, &local)| {
-                parent_answered_first(pairs, incoming, child, local, options.skew_window)
+                counts(child)
+                    && parent_answered_first(pairs, incoming, child, local, options.skew_window)
             })
             .count() as u64
     } else {
@@ -595,12 +647,13 @@ fn nest_node(
         .map(|((&child, local), confidence)| (child, incoming[local as usize], confidence))
         .collect();
     let children_with_candidates = (0..outgoing.len())
-        .filter(|&k| !candidates.of(k).is_empty())
+        .filter(|&k| !candidates.of(k).is_empty() && counts(outgoing[k]))
         .count() as u64;
+    let counted_chosen = chosen.iter().filter(|c| counts(c.0)).count() as u64;
     NodeOutcome {
         // Every child with a candidate gets a parent unless its parent's call was lost,
         // or its parent did not wait for it and was not clearly likelier than the next.
-        orphans: children_with_candidates - chosen.len() as u64 - unsure,
+        orphans: children_with_candidates - counted_chosen - unsure,
         async_children,
         unsure,
         late_children,
@@ -608,7 +661,10 @@ fn nest_node(
         // The node's parallelism: its candidates before ids narrowed them, or as the
         // asynchronous window widened them.
         candidate_links: match &candidates {
-            std::borrow::Cow::Owned(wider) => wider.parents.len() as u64,
+            std::borrow::Cow::Owned(wider) => (0..outgoing.len())
+                .filter(|&k| counts(outgoing[k]))
+                .map(|k| wider.of(k).len() as u64)
+                .sum(),
             std::borrow::Cow::Borrowed(_) => board.links_before_ids,
         },
         children_with_candidates,
@@ -687,11 +743,11 @@ pub const ASYNC_CONFIDENCE: f32 = 0.99;
 /// parent, children left as roots).
 fn drop_unsure_async(
     pairs: &[CallPair],
-    incoming: &[u32],
-    outgoing: &[u32],
+    (incoming, outgoing): (&[u32], &[u32]),
     parents: &mut [u32],
     confidence: &[f32],
     skew_window: Nanos,
+    counts: &dyn Fn(u32) -> bool,
 ) -> (u64, u64) {
     let (mut kept, mut dropped) = (0, 0);
     for ((local, &child), &sure) in parents.iter_mut().zip(outgoing).zip(confidence) {
@@ -699,10 +755,10 @@ fn drop_unsure_async(
             continue;
         }
         if sure >= ASYNC_CONFIDENCE {
-            kept += 1;
+            kept += u64::from(counts(child));
         } else {
             *local = NO_PARENT;
-            dropped += 1;
+            dropped += u64::from(counts(child));
         }
     }
     (kept, dropped)
@@ -742,9 +798,9 @@ fn prepare_node(
     trace: &Trace,
     pairs: &[CallPair],
     (incoming, outgoing): (&mut [u32], &mut [u32]),
-    bins: Bins,
-    options: &NestOptions,
+    (bins, options): (Bins, &NestOptions),
     keep_unnarrowed: bool,
+    counts: &dyn Fn(u32) -> bool,
 ) -> NodeBoard {
     // Both orders are on this node's clock. Ties (coarse timestamps) break by the other
     // node's name and the call id's text, never by the global pair order, which follows
@@ -781,10 +837,13 @@ fn prepare_node(
             same_truth_only: options.same_truth_only,
         },
     );
-    let links_before_ids = candidates.parents.len() as u64;
+    let links_before_ids = (0..outgoing.len())
+        .filter(|&k| counts(outgoing[k]))
+        .map(|k| candidates.of(k).len() as u64)
+        .sum();
     let mut unnarrowed = None;
     let (candidates, ids) = if options.ids && !options.same_truth_only && trace.has_propagated() {
-        match propagated::narrow(trace, pairs, incoming, outgoing, &candidates) {
+        match propagated::narrow(trace, pairs, (incoming, outgoing), &candidates, counts) {
             (Some(narrowed), ids) => {
                 unnarrowed = keep_unnarrowed.then_some(candidates);
                 (narrowed, ids)
@@ -850,8 +909,16 @@ mod tests {
         let p = &n.patterns[0];
         assert_eq!(p.signature, "A->B(C,D)");
         assert_eq!(p.count(), 1);
-        let lat: Vec<_> = p.positions.iter().map(|x| x.latencies[0]).collect();
-        let delay: Vec<_> = p.positions.iter().map(|x| x.call_delays[0]).collect();
+        let lat: Vec<_> = p
+            .positions
+            .iter()
+            .map(|x| x.latencies.values().unwrap()[0])
+            .collect();
+        let delay: Vec<_> = p
+            .positions
+            .iter()
+            .map(|x| x.call_delays.values().unwrap()[0])
+            .collect();
         assert_eq!(lat, vec![10 * S, 2 * S, 2 * S]);
         assert_eq!(delay, vec![0, 2 * S, 6 * S]);
         assert_eq!(p.total_latency(), i128::from(10 * S));
@@ -877,7 +944,7 @@ mod tests {
         assert_eq!(n.patterns.len(), 1);
         assert_eq!(n.patterns[0].signature, "A->B(C)");
         let delays = &n.patterns[0].positions[1].call_delays;
-        assert_eq!(delays, &vec![2 * S, 2 * S]);
+        assert_eq!(delays.values(), Some(&[2 * S, 2 * S][..]));
     }
 
     #[test]

@@ -18,10 +18,13 @@ pub struct Position {
     /// Child positions, in call-time order.
     pub children: Vec<u32>,
     /// Time at the node, children included, per instance (callee's clock).
-    pub latencies: Vec<Nanos>,
+    pub latencies: Samples,
     /// From the parent's call arriving at the caller to this call leaving it, per
     /// instance (caller's clock); zero at the root.
-    pub call_delays: Vec<Nanos>,
+    pub call_delays: Samples,
+    /// Sum over instances of the call's own time: its latency not covered by the calls
+    /// it makes, overlaps counted once ([`own_time`]).
+    pub own_time_sum: f64,
     /// Instances in which the parent answered before this call returned: it did not
     /// wait for it (an asynchronous child; see
     /// [`crate::nesting::NestOptions::async_window`]).
@@ -73,7 +76,9 @@ pub struct Pattern {
     pub signature: String,
     /// Positions in pre-order; position 0 is the root call.
     pub positions: Vec<Position>,
-    /// The root call of each instance, as indexes into the call pairs.
+    /// The root call of each instance, as indexes into the call pairs; empty for a
+    /// pattern of a nesting done in segments, whose pairs are gone
+    /// ([`crate::streaming`]).
     pub instances: Vec<u32>,
     /// Sum of the confidence of every parent choice in the instances (roots left out).
     pub confidence_sum: f64,
@@ -87,16 +92,21 @@ pub struct Pattern {
 impl Pattern {
     /// How many path instances have this pattern.
     pub fn count(&self) -> u64 {
-        self.instances.len() as u64
+        self.positions[0].latencies.len() as u64
     }
 
     /// Sum of the root node's latency over all instances.
     pub fn total_latency(&self) -> i128 {
-        self.positions[0]
-            .latencies
+        self.positions[0].latencies.sum()
+    }
+
+    /// Each position's mean own time (latency not covered by its calls), in pre-order.
+    pub fn mean_own_times(&self) -> Vec<f64> {
+        let count = self.count().max(1) as f64;
+        self.positions
             .iter()
-            .map(|&l| i128::from(l))
-            .sum()
+            .map(|p| p.own_time_sum / count)
+            .collect()
     }
 
     /// Calls on the longest root-to-leaf chain (1 for a lone call).
@@ -126,7 +136,7 @@ impl Pattern {
     /// Mean confidence of the parent choices that built the instances; 1 for a pattern
     /// of lone calls, which needed none.
     pub fn mean_confidence(&self) -> f64 {
-        let decisions = (self.positions.len() - 1) * self.instances.len();
+        let decisions = (self.positions.len() - 1) as u64 * self.count();
         if decisions == 0 {
             1.0
         } else {
@@ -167,6 +177,160 @@ impl Summary {
             p99: rank(0.99),
         }
     }
+}
+
+/// Values a pattern position has once per instance. A nesting of the whole trace keeps
+/// every value, in instance order (the HTML report draws single requests from them);
+/// a nesting done in segments ([`crate::streaming`]) keeps them while a position has at
+/// most [`EXACT_SAMPLES`], past which they go into a DDSketch (sketches-ddsketch) whose
+/// percentiles are within [`SKETCH_ERROR`] of the value: memory bounded by the range
+/// of values, not by the trace's length. Count, sum and mean stay exact either way.
+#[derive(Clone, Default)]
+pub struct Samples {
+    values: Vec<Nanos>,
+    sketch: Option<Box<sketches_ddsketch::DDSketch>>,
+    count: u64,
+    sum: i128,
+}
+
+/// Values a position of a segmented nesting keeps one by one before sketching them.
+pub const EXACT_SAMPLES: usize = 512;
+
+/// The relative error of a sketched percentile.
+pub const SKETCH_ERROR: f64 = 0.001;
+
+impl Samples {
+    /// Adds one instance's value.
+    pub fn push(&mut self, value: Nanos) {
+        self.count += 1;
+        self.sum += i128::from(value);
+        match &mut self.sketch {
+            Some(sketch) => sketch.add(value as f64),
+            None => self.values.push(value),
+        }
+    }
+
+    /// How many instances.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The exact sum of the values.
+    pub fn sum(&self) -> i128 {
+        self.sum
+    }
+
+    /// Every value in instance order, or `None` once they were sketched.
+    pub fn values(&self) -> Option<&[Nanos]> {
+        self.sketch.is_none().then_some(self.values.as_slice())
+    }
+
+    /// Mean and percentiles: exact (nearest rank) while every value is kept, else the
+    /// sketch's percentiles with the exact mean.
+    pub fn summary(&self) -> Summary {
+        match &self.sketch {
+            None => Summary::of(&self.values),
+            Some(sketch) => {
+                let at = |q: f64| {
+                    sketch
+                        .quantile(q)
+                        .ok()
+                        .flatten()
+                        .map_or(0, |v| v.round() as Nanos)
+                };
+                Summary {
+                    mean: self.sum as f64 / self.count.max(1) as f64,
+                    p50: at(0.5),
+                    p90: at(0.9),
+                    p99: at(0.99),
+                }
+            }
+        }
+    }
+
+    /// Adds `other`'s values after these; past `exact` values in all, both go into a
+    /// sketch.
+    pub fn merge(&mut self, other: &Samples, exact: usize) {
+        self.count += other.count;
+        self.sum += other.sum;
+        if self.sketch.is_none()
+            && other.sketch.is_none()
+            && self.values.len() + other.values.len() <= exact
+        {
+            self.values.extend_from_slice(&other.values);
+            return;
+        }
+        let sketch = self.sketch.get_or_insert_with(|| {
+            let config = sketches_ddsketch::Config::new(SKETCH_ERROR, 1 << 14, 1.0);
+            Box::new(sketches_ddsketch::DDSketch::new(config))
+        });
+        for &value in self.values.iter().chain(&other.values) {
+            sketch.add(value as f64);
+        }
+        if let Some(theirs) = &other.sketch {
+            sketch
+                .merge(theirs)
+                .expect("every sketch here has the same configuration");
+        }
+        self.values = Vec::new();
+    }
+}
+
+impl std::fmt::Debug for Samples {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.values() {
+            Some(values) => values.fmt(f),
+            None => write!(f, "{} sketched values, sum {}", self.count, self.sum),
+        }
+    }
+}
+
+impl PartialEq for Samples {
+    fn eq(&self, other: &Samples) -> bool {
+        (self.count, self.sum, self.values()) == (other.count, other.sum, other.values())
+    }
+}
+
+impl From<Vec<Nanos>> for Samples {
+    fn from(values: Vec<Nanos>) -> Samples {
+        Samples {
+            count: values.len() as u64,
+            sum: values.iter().map(|&v| i128::from(v)).sum(),
+            values,
+            sketch: None,
+        }
+    }
+}
+
+/// A call's own time: its `latency` less the union of its calls' spans, each given as
+/// (when it left after the call arrived, its latency) and clamped into the call.
+/// `intervals` is scratch space.
+pub fn own_time(
+    latency: Nanos,
+    calls: impl Iterator<Item = (Nanos, Nanos)>,
+    intervals: &mut Vec<(Nanos, Nanos)>,
+) -> Nanos {
+    intervals.clear();
+    intervals.extend(calls.map(|(delay, length)| {
+        let from = delay.clamp(0, latency);
+        (from, (from + length).clamp(from, latency))
+    }));
+    intervals.sort_unstable();
+    let mut covered = 0;
+    let mut reach = Nanos::MIN;
+    for &(from, to) in intervals.iter() {
+        let from = from.max(reach);
+        if to > from {
+            covered += to - from;
+            reach = to;
+        }
+    }
+    (latency - covered).max(0)
 }
 
 /// Children of every call in call-time order, in compressed rows.
@@ -278,6 +442,7 @@ fn patterns_among(
     let mut patterns: Vec<Pattern> = Vec::new();
     let mut signature = String::new();
     let mut order = Vec::new();
+    let mut intervals = Vec::new();
     for root in roots {
         write_signature(trace, pairs, children, root, by_operation, &mut signature);
         let index = match by_signature.get(signature.as_str()) {
@@ -303,6 +468,11 @@ fn patterns_among(
         for (position, &(call, parent_call)) in pattern.positions.iter_mut().zip(&order) {
             let pair = &pairs[call as usize];
             position.latencies.push(pair.latency());
+            let calls = children.of(call).iter().map(|&kid| {
+                let kid = &pairs[kid as usize];
+                (kid.caller_send - pair.callee_recv, kid.latency())
+            });
+            position.own_time_sum += own_time(pair.latency(), calls, &mut intervals) as f64;
             position.count_operation(trace.operation(pair.call_id));
             match trace.status(pair.call_id) {
                 Status::Unknown => {}
@@ -416,8 +586,9 @@ fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> 
             node: pairs[call as usize].callee,
             caller: pairs[call as usize].caller,
             children: children.of(call).iter().map(|kid| index_of[kid]).collect(),
-            latencies: Vec::new(),
-            call_delays: Vec::new(),
+            latencies: Samples::default(),
+            call_delays: Samples::default(),
+            own_time_sum: 0.0,
             unawaited: 0,
             operations: Vec::new(),
             errors: 0,
@@ -439,6 +610,52 @@ mod tests {
         assert_eq!(s.mean, 50.5);
         let one = Summary::of(&[7]);
         assert_eq!((one.p50, one.p90, one.p99, one.mean), (7, 7, 7, 7.0));
+    }
+
+    #[test]
+    fn own_time_counts_overlapping_calls_once() {
+        let mut scratch = Vec::new();
+        // 30 ns at the node; calls over 0..10, 5..15 and 20..25: 20 ns covered.
+        let calls = [(0, 10), (5, 10), (20, 5)].into_iter();
+        assert_eq!(own_time(30, calls, &mut scratch), 10);
+        // A call reaching past its caller's answer is clamped into it.
+        assert_eq!(own_time(10, [(5, 100)].into_iter(), &mut scratch), 5);
+        assert_eq!(own_time(7, std::iter::empty(), &mut scratch), 7);
+    }
+
+    #[test]
+    fn samples_past_the_exact_limit_are_sketched_within_its_error() {
+        let (mut a, mut b) = (Samples::default(), Samples::default());
+        for v in 1..=5_000 {
+            a.push(v * 1_000);
+            b.push((5_000 + v) * 1_000);
+        }
+        let mut merged = Samples::default();
+        merged.merge(&a, EXACT_SAMPLES);
+        assert_eq!(
+            merged.values().map(<[_]>::len),
+            None,
+            "5,000 values sketched"
+        );
+        merged.merge(&b, EXACT_SAMPLES);
+        let s = merged.summary();
+        assert_eq!((merged.len(), s.mean), (10_000, 5_000_500.0));
+        for (got, exact) in [
+            (s.p50, 5_000_000.0),
+            (s.p90, 9_000_000.0),
+            (s.p99, 9_900_000.0),
+        ] {
+            assert!(
+                (got as f64 - exact).abs() <= 2.0 * SKETCH_ERROR * exact,
+                "{got} vs {exact}"
+            );
+        }
+        // Few values stay exact, in order.
+        let mut few = Samples::default();
+        few.merge(&Samples::from(vec![3, 1, 2]), EXACT_SAMPLES);
+        few.merge(&Samples::from(vec![9]), EXACT_SAMPLES);
+        assert_eq!(few.values(), Some(&[3, 1, 2, 9][..]));
+        assert_eq!(few.summary(), Summary::of(&[3, 1, 2, 9]));
     }
 
     #[test]

@@ -30,13 +30,14 @@ pub struct IdLinks {
 pub const PROPAGATES: f64 = 0.5;
 
 /// Narrows each child's candidates to the call carrying its id, where the node's ids
-/// propagate; otherwise returns `None` with what was counted.
+/// propagate; otherwise returns `None` with what was counted: of the children that
+/// `counted` keeps (a segment's core: [`crate::streaming`]), though all decide.
 pub fn narrow(
     trace: &Trace,
     pairs: &[CallPair],
-    incoming: &[u32],
-    outgoing: &[u32],
+    (incoming, outgoing): (&[u32], &[u32]),
     candidates: &Candidates,
+    counted: &dyn Fn(u32) -> bool,
 ) -> (Option<Candidates>, IdLinks) {
     let id = |pair: u32| trace.propagated(pairs[pair as usize].call_id);
     let parent_id = |local: u32| id(incoming[local as usize]);
@@ -47,12 +48,13 @@ pub fn narrow(
         if own == PropagatedId::NONE {
             continue;
         }
-        links.carried += 1;
+        let counts = counted(child);
+        links.carried += u64::from(counts);
         let row = candidates.of(k);
         let same = row.iter().filter(|&&local| parent_id(local) == own).count();
         if same > 0 {
             matched += 1;
-            links.fixed += u64::from(same == 1);
+            links.fixed += u64::from(same == 1 && counts);
         } else if row
             .iter()
             .any(|&local| parent_id(local) != PropagatedId::NONE)
@@ -125,7 +127,7 @@ mod tests {
             parents: vec![0, 1, 0, 1],
             rescued: 0,
         };
-        narrow(trace, &pairs, &incoming, &outgoing, &all)
+        narrow(trace, &pairs, (&incoming, &outgoing), &all, &|_| true)
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! number with its unit and what it is. The node that adds the most latency (the most
 //! own time, [`super::own_time`]) is drawn in red.
 
-use super::own_time::{hottest, mean_own_times, own_times};
+use super::own_time::hottest;
 use super::{NestReport, Render};
-use crate::nesting::{Pattern, Summary};
+use crate::nesting::Pattern;
 use crate::trace::time::human_duration;
 use graphviz_rust::dot_structures::{
     Attribute, Edge, EdgeTy, Graph, Id, Node, NodeId, Stmt, Vertex,
@@ -66,10 +66,10 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
             ],
         )),
     ];
-    let own = mean_own_times(&own_times(pattern));
+    let own = pattern.mean_own_times();
     let hot = hottest(&own);
     for (i, position) in pattern.positions.iter().enumerate() {
-        let latency = human_duration(Summary::of(&position.latencies).mean);
+        let latency = human_duration(position.latencies.summary().mean);
         let mut label = format!(
             "{}\n{latency}, {} own",
             name(position.node),
@@ -101,7 +101,7 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
             let position = &pattern.positions[child as usize];
             let mut delay = format!(
                 "called after {}",
-                human_duration(Summary::of(&position.call_delays).mean)
+                human_duration(position.call_delays.summary().mean)
             );
             // A call its parent did not wait for is marked: the signature cannot say.
             if 2 * position.unawaited > position.latencies.len() as u64 {

@@ -81,6 +81,17 @@ struct Input<'a> {
     capture: Option<&'a crate::capture::stats::FileStats>,
     #[serde(flatten)]
     nesting: &'a crate::nesting::NestStats,
+    /// How a nesting done in segments was cut (`nest --segment-lines`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    streamed: Option<StreamedOut>,
+}
+
+#[derive(Serialize)]
+struct StreamedOut {
+    segments: u64,
+    margin_s: f64,
+    largest_segment_lines: u64,
+    late_lines: u64,
 }
 
 #[derive(Serialize)]
@@ -199,6 +210,12 @@ impl Render for Json {
                 read: &report.trace.stats,
                 capture: report.capture,
                 nesting: &report.nesting.stats,
+                streamed: report.streamed.map(|cut| StreamedOut {
+                    segments: cut.segments,
+                    margin_s: seconds(cut.margin as f64),
+                    largest_segment_lines: cut.largest_segment_lines,
+                    late_lines: cut.late_lines,
+                }),
             },
             options: report.options.into(),
             sort: report.ranking.sort,
@@ -215,12 +232,11 @@ impl Render for Json {
                             .patterns
                             .iter()
                             .map(|p| {
-                                let own =
-                                    super::own_time::mean_own_times(&super::own_time::own_times(p));
+                                let own = p.mean_own_times();
                                 WindowPatternOut {
                                     signature: &p.signature,
                                     count: p.count(),
-                                    latency_s: Summary::of(&p.positions[0].latencies).into(),
+                                    latency_s: p.positions[0].latencies.summary().into(),
                                     nodes: p
                                         .positions
                                         .iter()
@@ -250,8 +266,8 @@ fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> Nod
     NodeOut {
         node: report.trace.node_name(pos.node),
         caller: report.trace.node_name(pos.caller),
-        latency_s: Summary::of(&pos.latencies).into(),
-        call_delay_s: Summary::of(&pos.call_delays).into(),
+        latency_s: pos.latencies.summary().into(),
+        call_delay_s: pos.call_delays.summary().into(),
         confidence: pos.confidence_sum / pos.latencies.len().max(1) as f64,
         unawaited_share: (pos.unawaited > 0)
             .then(|| pos.unawaited as f64 / pos.latencies.len() as f64),

@@ -75,6 +75,8 @@ pub struct NestReport<'a> {
     pub capture: Option<&'a crate::capture::stats::FileStats>,
     /// The requests by time window, with `--window`.
     pub windows: Option<&'a [crate::windows::Window]>,
+    /// How a nesting done in segments was cut.
+    pub streamed: Option<&'a crate::streaming::Cut>,
 }
 
 impl<'a> NestReport<'a> {
@@ -115,12 +117,19 @@ impl<'a> NestReport<'a> {
             ranked,
             capture: None,
             windows: None,
+            streamed: None,
         }
     }
 
     /// The report with the requests by time window (`--window`).
     pub fn with_windows(mut self, windows: Option<&'a [crate::windows::Window]>) -> Self {
         self.windows = windows;
+        self
+    }
+
+    /// The report of a nesting done in segments, saying how it was cut.
+    pub fn with_streamed(mut self, cut: Option<&'a crate::streaming::Cut>) -> Self {
+        self.streamed = cut;
         self
     }
 

@@ -3,37 +3,36 @@
 //! position with the most of it on average. Shared by the HTML report and the dot
 //! graphs; the latencies are [`crate::nesting`]'s.
 
+use crate::nesting::patterns::own_time;
 use crate::nesting::Pattern;
 use crate::trace::Nanos;
 
-/// Own time of each position in each instance, in the pattern's order.
+/// Own time of each position in each instance, in the pattern's order. A pattern of a
+/// nesting done in segments keeps no instance's values: its own times are empty (its
+/// means are [`Pattern::mean_own_times`]).
 pub fn own_times(pattern: &Pattern) -> Vec<Vec<Nanos>> {
     let positions = &pattern.positions;
+    let values =
+        |samples: &crate::nesting::patterns::Samples| samples.values().unwrap_or(&[]).to_vec();
+    let latencies: Vec<Vec<Nanos>> = positions.iter().map(|p| values(&p.latencies)).collect();
+    let delays: Vec<Vec<Nanos>> = positions.iter().map(|p| values(&p.call_delays)).collect();
+    let mut intervals = Vec::new();
     positions
         .iter()
-        .map(|p| {
-            let mut intervals = Vec::with_capacity(p.children.len());
-            p.latencies
+        .enumerate()
+        .map(|(i, p)| {
+            latencies[i]
                 .iter()
                 .enumerate()
                 .map(|(k, &latency)| {
-                    intervals.clear();
-                    intervals.extend(p.children.iter().map(|&c| {
-                        let c = &positions[c as usize];
-                        let from = c.call_delays[k].clamp(0, latency);
-                        (from, (from + c.latencies[k]).clamp(from, latency))
-                    }));
-                    (latency - covered(&mut intervals)).max(0)
+                    let calls = p
+                        .children
+                        .iter()
+                        .map(|&c| (delays[c as usize][k], latencies[c as usize][k]));
+                    own_time(latency, calls, &mut intervals)
                 })
                 .collect()
         })
-        .collect()
-}
-
-/// The mean of each position's own times.
-pub fn mean_own_times(own: &[Vec<Nanos>]) -> Vec<f64> {
-    own.iter()
-        .map(|o| o.iter().map(|&v| v as f64).sum::<f64>() / o.len().max(1) as f64)
         .collect()
 }
 
@@ -45,31 +44,9 @@ pub fn hottest(mean_own: &[f64]) -> usize {
         .unwrap_or(0)
 }
 
-/// Length of the union of intervals.
-fn covered(intervals: &mut [(Nanos, Nanos)]) -> Nanos {
-    intervals.sort_unstable();
-    let mut total = 0;
-    let mut reach = Nanos::MIN;
-    for &(from, to) in intervals.iter() {
-        let from = from.max(reach);
-        if to > from {
-            total += to - from;
-            reach = to;
-        }
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn covered_time_counts_overlaps_once() {
-        assert_eq!(covered(&mut [(0, 10), (5, 15), (20, 25)]), 20);
-        assert_eq!(covered(&mut [(3, 3)]), 0);
-        assert_eq!(covered(&mut []), 0);
-    }
 
     #[test]
     fn own_time_is_latency_not_covered_by_children() {
@@ -78,7 +55,7 @@ mod tests {
             "1 CALL A B 1\n3 CALL B C 2\n5 RET C B 2\n7 CALL B D 3\n9 RET D B 3\n11 RET B A 1\n",
         );
         let n = crate::nesting::nest(&trace, &Default::default()).unwrap();
-        let own = mean_own_times(&own_times(&n.patterns[0]));
+        let own = n.patterns[0].mean_own_times();
         assert_eq!(own, vec![6e9, 2e9, 2e9]);
         assert_eq!(hottest(&own), 0);
     }

@@ -160,6 +160,29 @@ fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::
     Ok(())
 }
 
+/// Writes how a nesting done in segments was cut, and the lines it set aside for
+/// coming too late.
+pub fn write_streamed(cut: &crate::streaming::Cut, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "streamed: nested in {} segments (at most {} lines each, margins of {} on either side), in bounded memory; percentiles past {} requests of a pattern within {}%",
+        cut.segments,
+        cut.largest_segment_lines,
+        crate::trace::time::human_duration(cut.margin as f64),
+        crate::nesting::patterns::EXACT_SAMPLES,
+        100.0 * crate::nesting::patterns::SKETCH_ERROR,
+    )?;
+    if cut.late_lines > 0 {
+        writeln!(
+            out,
+            "skipped: {} line{} earlier than a segment already nested (the input is not in time order; sort it, or pass --segment-lines 0 to hold the whole trace)",
+            cut.late_lines,
+            plural(cut.late_lines),
+        )?;
+    }
+    Ok(())
+}
+
 fn plural(n: u64) -> &'static str {
     if n == 1 {
         ""

@@ -1,9 +1,8 @@
 //! `nest --window` in words: a table per time window of the requests that started in
 //! it, each pattern's count, median and p99 latency, and the node adding the most.
 
-use super::own_time::{hottest, mean_own_times, own_times};
+use super::own_time::hottest;
 use super::NestReport;
-use crate::nesting::Summary;
 use crate::trace::time::human_duration;
 use crate::windows::Window;
 use std::io::{self, Write};
@@ -39,8 +38,8 @@ pub fn write(report: &NestReport<'_>, windows: &[Window], out: &mut dyn Write) -
             .iter()
             .map(|&i| {
                 let p = &window.patterns[i];
-                let latency = Summary::of(&p.positions[0].latencies);
-                let own = mean_own_times(&own_times(p));
+                let latency = p.positions[0].latencies.summary();
+                let own = p.mean_own_times();
                 let hot = hottest(&own);
                 [
                     p.count().to_string(),

@@ -166,7 +166,7 @@ fn read_lines(
 }
 
 /// Parses one line; `Ok(false)` for a blank or comment line.
-fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProblem> {
+pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool, LineProblem> {
     // A comment starts with a `#` that begins a field: inside a field it is part of it,
     // as in the call ids `records` writes for captures (`tcp:a:1>b:2#s7`).
     let content = match raw
@@ -294,7 +294,7 @@ fn node_name(field: &[u8]) -> Result<&str, LineProblem> {
     Ok(name)
 }
 
-fn shorten(raw: &[u8]) -> String {
+pub(crate) fn shorten(raw: &[u8]) -> String {
     const MAX: usize = 200;
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches(['\n', '\r']);

@@ -8,7 +8,7 @@
 use super::charts::{self, Bar};
 use super::{input_section, write_page, InputNotes};
 use crate::nesting::{Pattern, Summary};
-use crate::report::own_time::{hottest, mean_own_times, own_times};
+use crate::report::own_time::{hottest, own_times};
 use crate::report::NestReport;
 use crate::trace::time::human_duration;
 use crate::trace::Nanos;
@@ -89,11 +89,11 @@ impl View {
             }
         }
         let own = own_times(pattern);
-        let mean_own = mean_own_times(&own);
+        let mean_own = pattern.mean_own_times();
         let typical_own = own.iter().map(|o| Summary::of(o).p50 as f64).collect();
         let hot = hottest(&mean_own);
         View {
-            root: Summary::of(&positions[0].latencies),
+            root: positions[0].latencies.summary(),
             own,
             typical_own,
             hot,
@@ -110,7 +110,7 @@ impl View {
         for (i, p) in positions.iter().enumerate() {
             for &c in &p.children {
                 let c = c as usize;
-                start[c] = start[i] + Summary::of(&positions[c].call_delays).p50 as f64;
+                start[c] = start[i] + positions[c].call_delays.summary().p50 as f64;
             }
         }
         (0..positions.len().min(DRAWN_CALLS))
@@ -118,7 +118,7 @@ impl View {
                 label: node_label(report, pattern, i),
                 depth: self.depth[i],
                 start: start[i],
-                length: Summary::of(&positions[i].latencies).p50 as f64,
+                length: positions[i].latencies.summary().p50 as f64,
                 own: self.typical_own[i],
                 hot: i == self.hot,
             })
@@ -132,7 +132,7 @@ impl View {
         for (i, p) in positions.iter().enumerate() {
             for &c in &p.children {
                 let c = c as usize;
-                start[c] = start[i] + positions[c].call_delays[k] as f64;
+                start[c] = start[i] + each(&positions[c].call_delays)[k] as f64;
             }
         }
         (0..positions.len().min(DRAWN_CALLS))
@@ -140,7 +140,7 @@ impl View {
                 label: node_label(report, pattern, i),
                 depth: self.depth[i],
                 start: start[i],
-                length: positions[i].latencies[k] as f64,
+                length: each(&positions[i].latencies)[k] as f64,
                 own: self.own[i][k] as f64,
                 hot: i == self.hot,
             })
@@ -213,7 +213,7 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
     };
     // Instances from the slowest, ties to the earliest.
     let mut slowest: Vec<usize> = (0..count).collect();
-    slowest.sort_by_key(|&k| (std::cmp::Reverse(positions[0].latencies[k]), k));
+    slowest.sort_by_key(|&k| (std::cmp::Reverse(each(&positions[0].latencies)[k]), k));
     let started = |k: usize| report.nesting.pairs[pattern.instances[k] as usize].callee_recv;
     html! {
         section.pattern id={ "pattern-" (rank) } {
@@ -248,12 +248,12 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
                 p.hint { "As they happened, to compare with the typical one." }
                 div.slowest {
                     @for &k in slowest.iter().take(SLOWEST) {
-                        h4 { (human_duration(positions[0].latencies[k] as f64)) ", started at " (clock(started(k))) }
+                        h4 { (human_duration(each(&positions[0].latencies)[k] as f64)) ", started at " (clock(started(k))) }
                         (PreEscaped(charts::timeline(&view.instance(report, pattern, k))))
                     }
                 }
                 h3 { "Latency over time" }
-                @let requests: Vec<(Nanos, Nanos)> = (0..count).map(|k| (started(k), positions[0].latencies[k])).collect();
+                @let requests: Vec<(Nanos, Nanos)> = (0..count).map(|k| (started(k), each(&positions[0].latencies)[k])).collect();
                 @let changed = report.windows.and_then(|windows| {
                     crate::windows::most_changed(windows, &pattern.signature).map(|k| &windows[k])
                 });
@@ -268,9 +268,9 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
                 p.hint { "Histograms in bins of equal ratio; black line: median, red: p99." }
                 div.hists {
                     @for (i, position) in positions.iter().enumerate().take(drawn) {
-                        @let s = Summary::of(&position.latencies);
+                        @let s = position.latencies.summary();
                         figure class=@if i == view.hot { "hot" } @else { "" } {
-                            (PreEscaped(charts::histogram(&position.latencies, s.p50, s.p99)))
+                            (PreEscaped(charts::histogram(each(&position.latencies), s.p50, s.p99)))
                             figcaption {
                                 b { (node_label(report, pattern, i)) } " "
                                 span { "called by " (report.trace.node_name(position.caller)) }
@@ -347,11 +347,11 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> Markup {
             li {
                 span class=@if hot { "call hot" } @else { "call" } {
                     span.name { (report.trace.node_name(position.node)) }
-                    span.m { (human_duration(Summary::of(&position.latencies).p50 as f64)) " latency" }
+                    span.m { (human_duration(position.latencies.summary().p50 as f64)) " latency" }
                     span.m { (human_duration(view.typical_own[i])) " own" }
                     span.m {
                         @if i == 0 { "called by " (report.trace.node_name(position.caller)) }
-                        @else { "called " (human_duration(Summary::of(&position.call_delays).p50 as f64)) " after its caller" }
+                        @else { "called " (human_duration(position.call_delays.summary().p50 as f64)) " after its caller" }
                     }
                     @if i > 0 {
                         span.m title="Mean confidence that this call's parent is the call above it" {
@@ -373,6 +373,14 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> Markup {
     }
     html.push_str("</ul>");
     PreEscaped(html)
+}
+
+/// Every instance's value: the page is made from a nesting of the whole trace, which
+/// keeps them all (the command line never streams a run that writes it).
+fn each(samples: &crate::nesting::patterns::Samples) -> &[Nanos] {
+    samples
+        .values()
+        .expect("the HTML report is made from a nesting of the whole trace")
 }
 
 #[cfg(test)]

@@ -1,0 +1,716 @@
+//! Nesting a text trace longer than one segment in bounded memory: the files are read
+//! in time order (merged line by line as they are read) into chunks of about
+//! [`StreamOptions::segment_lines`] lines, and each segment, one chunk's time range
+//! (its core) with a margin on either side from its neighbours, is nested on its own
+//! ([`crate::nesting::nest_core`]): the core's calls get their parents, the core's
+//! requests their patterns, and the patterns are merged by signature as the segments
+//! go by. At most three chunks and one segment's nesting are held at a time, so memory
+//! is bounded by the segment and the margin, not by the trace's length.
+//!
+//! The margin is twice the longest call seen in the first chunk (plus the skew and
+//! asynchronous windows): every call of a request whose root leaves in the core, and
+//! every candidate parent of a call leaving in the core, is then inside the segment.
+//! A call longer than the margin is cut there (counted as unmatched). Each segment
+//! learns its own model (scoreboard, the joint choice's densities) from its own calls.
+//!
+//! Owns the chunks, the margin and the merging of segments' patterns and counts; not
+//! the line syntax ([`crate::trace::text`]) nor the nesting itself.
+
+use crate::nesting::patterns::EXACT_SAMPLES;
+use crate::nesting::{self, NestError, NestOptions, NestStats, Nesting, Pattern};
+use crate::trace::text::{self, TraceError};
+use crate::trace::Interner;
+use crate::trace::{time, InputStats, Nanos, NodeId, OperationId, Trace, TraceBuilder};
+use hashbrown::HashMap;
+use std::io::BufRead;
+use std::path::PathBuf;
+
+/// How a long trace is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Lines per chunk; a trace of at most this many lines is nested whole, exactly as
+    /// [`crate::nesting::nest`] does.
+    pub segment_lines: usize,
+}
+
+/// Lines per chunk by default: segments of about a million messages, a few hundred MB.
+pub const SEGMENT_LINES: usize = 2_000_000;
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            segment_lines: SEGMENT_LINES,
+        }
+    }
+}
+
+/// Why a streamed nesting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// A file could not be read, or a line is not a trace event.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The nesting refused its options, or the trace held no call pair at all.
+    #[error(transparent)]
+    Nest(#[from] NestError),
+}
+
+/// What [`nest_text`] made of its input.
+#[allow(clippy::large_enum_variant)]
+pub enum Outcome {
+    /// The input fits one segment: its whole trace, for the usual nesting.
+    Whole(Trace),
+    /// The input was nested in segments.
+    Streamed(Streamed),
+}
+
+/// A nesting done in segments.
+pub struct Streamed {
+    /// The node and operation names the patterns use, and what was read; no message.
+    pub trace: Trace,
+    /// The patterns and counts; no call pair is kept (`pairs`, `parent` and
+    /// `confidence` are empty, and so is each pattern's `instances`).
+    pub nesting: Nesting,
+    /// How it was cut.
+    pub cut: Cut,
+}
+
+/// How a streamed nesting was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Cut {
+    /// Segments nested.
+    pub segments: u64,
+    /// The margin on either side of each segment's core, in nanoseconds.
+    pub margin: Nanos,
+    /// The most lines one segment held, margins included.
+    pub largest_segment_lines: u64,
+    /// Lines that came later than the segment of their time had been nested (input not
+    /// in time order), set aside.
+    pub late_lines: u64,
+}
+
+/// A named text input: where its lines come from.
+pub struct TextInput {
+    /// Its name in errors.
+    pub path: PathBuf,
+    /// Its bytes.
+    pub reader: Box<dyn BufRead + Send>,
+}
+
+/// Per segment, its trace, its nesting and its core (from, to): what `eval` scores.
+pub type SegmentHook<'a> = dyn FnMut(&Trace, &Nesting, (Nanos, Nanos)) + 'a;
+
+/// Reads `inputs` and nests them: whole if they hold at most one chunk of lines, else
+/// in segments. `hook`, if given, sees each segment's nesting.
+pub fn nest_text(
+    inputs: Vec<TextInput>,
+    options: &NestOptions,
+    stream: StreamOptions,
+    mut hook: Option<&mut SegmentHook<'_>>,
+) -> Result<Outcome, StreamError> {
+    let mut lines = MergedLines::new(inputs)?;
+    let first = lines.chunk(stream.segment_lines, 0, None)?;
+    if lines.exhausted() {
+        return Ok(Outcome::Whole(whole_trace(&lines, &first)?));
+    }
+    let margin = margin(&lines, &first, options)?;
+    let mut merged = Merged::default();
+    let mut cut = Cut {
+        segments: 0,
+        margin,
+        largest_segment_lines: 0,
+        late_lines: 0,
+    };
+    // The next segment is read and parsed on a thread of its own while this one is
+    // nested; the rendezvous bounds what is held to two segments.
+    let (send, segments) = std::sync::mpsc::sync_channel(0);
+    let read = std::thread::scope(|scope| -> Result<Read, StreamError> {
+        let reader = scope.spawn(move || read_segments(lines, first, (stream, margin), send));
+        for segment in segments {
+            let segment = segment?;
+            cut.segments += 1;
+            cut.largest_segment_lines = cut.largest_segment_lines.max(segment.lines);
+            match nesting::nest_core(&segment.trace, options, segment.core) {
+                Ok(nesting) => {
+                    if let Some(hook) = hook.as_deref_mut() {
+                        hook(&segment.trace, &nesting, segment.core);
+                    }
+                    merged.add(&segment.trace, nesting);
+                }
+                // A quiet stretch: what it held is still counted.
+                Err(NestError::NoCallPairs {
+                    calls_unmatched,
+                    returns_unmatched,
+                    free,
+                }) => {
+                    merged.stats.pairing.unmatched_calls += calls_unmatched;
+                    merged.stats.pairing.unmatched_returns += returns_unmatched;
+                    merged.stats.pairing.free_messages += free;
+                }
+                Err(NestError::NoMessages { .. }) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Ok(reader.join().expect("the segment reader does not panic"))
+    })?;
+    cut.late_lines = read.late;
+    merged.input = read.input;
+    let streamed = merged.finish(cut);
+    if streamed.nesting.stats.call_pairs == 0 {
+        let pairing = &streamed.nesting.stats.pairing;
+        return Err(NestError::NoCallPairs {
+            calls_unmatched: pairing.unmatched_calls,
+            returns_unmatched: pairing.unmatched_returns,
+            free: pairing.free_messages,
+        }
+        .into());
+    }
+    Ok(Outcome::Streamed(streamed))
+}
+
+/// What reading counted, once every segment was read.
+struct Read {
+    input: InputStats,
+    late: u64,
+}
+
+/// Reads the chunks after the first and builds each segment's trace from the chunk of
+/// its core and its neighbours, handing them to `send` in time order; stops at the end
+/// of the input, at an error (sent on), or when the receiver stops listening.
+fn read_segments(
+    mut lines: MergedLines,
+    first: Chunk,
+    (stream, margin): (StreamOptions, Nanos),
+    send: std::sync::mpsc::SyncSender<Result<Segment, TraceError>>,
+) -> Read {
+    let mut input = InputStats::default();
+    // chunks[1] is the segment's core; chunks[0] and chunks[2] lend it their margins.
+    let mut chunks: Vec<Chunk> = vec![Chunk::default(), first];
+    let mut core_from = Nanos::MIN;
+    loop {
+        let next = match lines.exhausted() {
+            true => Ok(Chunk::default()),
+            false => lines.chunk(stream.segment_lines, margin, Some(core_from)),
+        };
+        let segment = next.and_then(|next| {
+            // A short last chunk joins this core rather than learn alone from little.
+            let next = if lines.exhausted() && next.lines.len() < stream.segment_lines / 2 {
+                chunks[1].append(next);
+                Chunk::default()
+            } else {
+                next
+            };
+            let core_to = next.from.unwrap_or(Nanos::MAX);
+            chunks.push(next);
+            segment_trace(&lines, &chunks, (core_from, core_to), margin, &mut input)
+        });
+        let last = segment.as_ref().map_or(true, |s| s.core.1 == Nanos::MAX);
+        let core_to = segment.as_ref().map_or(Nanos::MAX, |s| s.core.1);
+        if send.send(segment).is_err() || last {
+            break;
+        }
+        chunks.remove(0);
+        core_from = core_to;
+    }
+    input.files = lines.files.len() as u64;
+    input.lines = lines.read;
+    input.blank_or_comment_lines = lines.blank;
+    Read {
+        input,
+        late: lines.late,
+    }
+}
+
+/// One line as read: where its bytes are in its chunk, its time, and where it came from.
+#[derive(Debug, Clone, Copy)]
+struct LineAt {
+    start: usize,
+    time: Nanos,
+    file: u32,
+    number: u64,
+}
+
+/// Lines read in a row, their bytes back to back.
+#[derive(Default)]
+struct Chunk {
+    text: Vec<u8>,
+    lines: Vec<LineAt>,
+    /// The time of its first line: where its core starts (none for an empty chunk).
+    from: Option<Nanos>,
+}
+
+impl Chunk {
+    fn append(&mut self, other: Chunk) {
+        let shift = self.text.len();
+        self.text.extend_from_slice(&other.text);
+        self.lines.extend(other.lines.iter().map(|line| LineAt {
+            start: line.start + shift,
+            ..*line
+        }));
+        self.from = match (self.from, other.from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    fn line(&self, k: usize) -> &[u8] {
+        let end = self
+            .lines
+            .get(k + 1)
+            .map_or(self.text.len(), |next| next.start);
+        &self.text[self.lines[k].start..end]
+    }
+}
+
+/// One file's next line.
+struct Reader {
+    input: TextInput,
+    number: u64,
+    next: Option<(Nanos, Vec<u8>)>,
+}
+
+/// The lines of every input, merged by time as they are read.
+struct MergedLines {
+    files: Vec<Reader>,
+    read: u64,
+    blank: u64,
+    late: u64,
+}
+
+impl MergedLines {
+    fn new(inputs: Vec<TextInput>) -> Result<Self, TraceError> {
+        let mut merged = MergedLines {
+            files: inputs
+                .into_iter()
+                .map(|input| Reader {
+                    input,
+                    number: 0,
+                    next: None,
+                })
+                .collect(),
+            read: 0,
+            blank: 0,
+            late: 0,
+        };
+        for file in 0..merged.files.len() {
+            merged.advance(file)?;
+        }
+        Ok(merged)
+    }
+
+    fn exhausted(&self) -> bool {
+        self.files.iter().all(|f| f.next.is_none())
+    }
+
+    /// Reads file `file`'s next event line (counting blank and comment lines).
+    fn advance(&mut self, file: usize) -> Result<(), TraceError> {
+        let reader = &mut self.files[file];
+        let mut buf = match reader.next.take() {
+            Some((_, mut buf)) => {
+                buf.clear();
+                buf
+            }
+            None => Vec::with_capacity(128),
+        };
+        loop {
+            let n = reader
+                .input
+                .reader
+                .read_until(b'\n', &mut buf)
+                .map_err(|source| TraceError::Io {
+                    path: reader.input.path.clone(),
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(());
+            }
+            reader.number += 1;
+            self.read += 1;
+            let first = buf
+                .split(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+                .find(|f| !f.is_empty());
+            match first {
+                None => {}
+                Some(field) if field[0] == b'#' => {}
+                Some(field) => {
+                    let time =
+                        time::parse_seconds(field).map_err(|reason| TraceError::BadLine {
+                            path: reader.input.path.clone(),
+                            line: reader.number,
+                            text: text::shorten(&buf),
+                            problem: text::LineProblem::BadTimestamp {
+                                text: String::from_utf8_lossy(field).into_owned(),
+                                reason,
+                            },
+                        })?;
+                    reader.next = Some((time, buf));
+                    return Ok(());
+                }
+            }
+            self.blank += 1;
+            buf.clear();
+        }
+    }
+
+    /// The file whose next line is earliest (ties to the first named).
+    fn earliest(&self) -> Option<usize> {
+        (0..self.files.len())
+            .filter(|&f| self.files[f].next.is_some())
+            .min_by_key(|&f| (self.files[f].next.as_ref().map(|n| n.0), f))
+    }
+
+    /// Reads the next chunk: at least `lines` lines spanning at least `span`, ending
+    /// where the time changes. Lines earlier than `nested` (a core already nested) are
+    /// set aside and counted.
+    fn chunk(
+        &mut self,
+        lines: usize,
+        span: Nanos,
+        nested: Option<Nanos>,
+    ) -> Result<Chunk, TraceError> {
+        let mut chunk = Chunk::default();
+        while let Some(file) = self.earliest() {
+            let time = self.files[file].next.as_ref().map_or(0, |n| n.0);
+            if let (Some(&last), Some(from)) = (chunk.lines.last(), chunk.from) {
+                if chunk.lines.len() >= lines && time > last.time && time - from >= span {
+                    break;
+                }
+            }
+            if nested.is_some_and(|nested| time < nested) {
+                self.late += 1;
+            } else {
+                let (_, bytes) = self.files[file].next.as_ref().expect("a next line");
+                chunk.lines.push(LineAt {
+                    start: chunk.text.len(),
+                    time,
+                    file: file as u32,
+                    number: self.files[file].number,
+                });
+                chunk.text.extend_from_slice(bytes);
+                if !bytes.ends_with(b"\n") {
+                    chunk.text.push(b'\n');
+                }
+                chunk.from = Some(chunk.from.map_or(time, |from| from.min(time)));
+            }
+            self.advance(file)?;
+        }
+        Ok(chunk)
+    }
+
+    /// Parses line `k` of `chunk` into `builder`.
+    fn parse(&self, chunk: &Chunk, k: usize, builder: &mut TraceBuilder) -> Result<(), TraceError> {
+        let line = chunk.lines[k];
+        text::parse_line(chunk.line(k), builder).map_err(|problem| TraceError::BadLine {
+            path: self.files[line.file as usize].input.path.clone(),
+            line: line.number,
+            text: text::shorten(chunk.line(k)),
+            problem,
+        })?;
+        Ok(())
+    }
+}
+
+/// The whole trace of an input that fit one chunk, counted as the reader counts.
+fn whole_trace(lines: &MergedLines, chunk: &Chunk) -> Result<Trace, TraceError> {
+    let mut builder = TraceBuilder::new();
+    builder.reserve(chunk.lines.len());
+    for k in 0..chunk.lines.len() {
+        lines.parse(chunk, k, &mut builder)?;
+    }
+    let stats = builder.stats_mut();
+    stats.files = lines.files.len() as u64;
+    stats.lines = lines.read;
+    stats.blank_or_comment_lines = lines.blank;
+    Ok(builder.finish())
+}
+
+/// The margin on either side of a core: twice the longest call of the first chunk,
+/// plus the windows that let a parent reach further.
+fn margin(lines: &MergedLines, first: &Chunk, options: &NestOptions) -> Result<Nanos, TraceError> {
+    let mut builder = TraceBuilder::new();
+    for k in 0..first.lines.len() {
+        lines.parse(first, k, &mut builder)?;
+    }
+    let trace = builder.finish();
+    let (pairs, _) = nesting::call_pairs::find_call_pairs(&trace);
+    let longest = pairs
+        .iter()
+        .map(|p| (p.caller_return - p.caller_send).max(p.callee_return - p.callee_recv))
+        .max()
+        .unwrap_or(0);
+    const AT_LEAST: Nanos = 1_000_000;
+    Ok((2 * longest + options.skew_window + options.async_window).max(AT_LEAST))
+}
+
+/// A segment's trace, its core and how many lines it took.
+struct Segment {
+    trace: Trace,
+    core: (Nanos, Nanos),
+    lines: u64,
+}
+
+/// The trace of the lines of `chunks` within `margin` of `core`; what the core holds is
+/// added to `input`.
+fn segment_trace(
+    lines: &MergedLines,
+    chunks: &[Chunk],
+    (from, to): (Nanos, Nanos),
+    margin: Nanos,
+    input: &mut InputStats,
+) -> Result<Segment, TraceError> {
+    let (low, high) = (from.saturating_sub(margin), to.saturating_add(margin));
+    let mut builder = TraceBuilder::new();
+    let mut taken = 0u64;
+    for chunk in chunks {
+        for k in 0..chunk.lines.len() {
+            let time = chunk.lines[k].time;
+            if time < low || time >= high {
+                continue;
+            }
+            taken += 1;
+            let in_core = from <= time && time < to;
+            let ignored = builder.stats_mut().ignored_fields;
+            lines.parse(chunk, k, &mut builder)?;
+            if in_core {
+                input.observations += 1;
+                input.ignored_fields += builder.stats_mut().ignored_fields - ignored;
+            }
+        }
+    }
+    let trace = builder.finish();
+    for m in &trace.messages {
+        let time = m.first_time();
+        if from <= time && time < to {
+            input.messages += 1;
+            match (m.sent(), m.received()) {
+                (Some(_), Some(_)) => input.seen_at_both_ends += 1,
+                (Some(_), None) => input.seen_at_sender_only += 1,
+                _ => input.seen_at_receiver_only += 1,
+            }
+        }
+    }
+    Ok(Segment {
+        trace,
+        core: (from, to),
+        lines: taken,
+    })
+}
+
+/// The segments' patterns merged by signature, with names of their own, and their
+/// counts summed.
+#[derive(Default)]
+struct Merged {
+    nodes: Interner,
+    operations: Interner,
+    patterns: Vec<Pattern>,
+    by_signature: HashMap<String, usize>,
+    stats: NestStats,
+    /// Per-segment mean parallelism weighted by its call pairs (see `finish`).
+    parallelism_weight: f64,
+    input: InputStats,
+}
+
+impl Merged {
+    fn add(&mut self, trace: &Trace, nesting: Nesting) {
+        let s = nesting.stats;
+        let t = &mut self.stats;
+        t.pairing.unmatched_calls += s.pairing.unmatched_calls;
+        t.pairing.unmatched_returns += s.pairing.unmatched_returns;
+        t.pairing.free_messages += s.pairing.free_messages;
+        t.call_pairs += s.call_pairs;
+        t.roots += s.roots;
+        t.orphans += s.orphans;
+        t.async_children += s.async_children;
+        t.async_left_roots += s.async_left_roots;
+        t.late_children += s.late_children;
+        t.cycles_broken += s.cycles_broken;
+        t.calls_with_ids += s.calls_with_ids;
+        t.links_fixed_by_ids += s.links_fixed_by_ids;
+        // What a node is (its histograms, whether it passes on ids or follows
+        // connections) is learned per segment: the most any segment found.
+        t.histograms = t.histograms.max(s.histograms);
+        t.connection_affinity_nodes = t.connection_affinity_nodes.max(s.connection_affinity_nodes);
+        t.id_nodes = t.id_nodes.max(s.id_nodes);
+        self.parallelism_weight += s.mean_parallelism * s.call_pairs as f64;
+        for mut pattern in nesting.patterns {
+            for position in &mut pattern.positions {
+                position.node = NodeId(self.nodes.intern(trace.node_name(position.node)));
+                position.caller = NodeId(self.nodes.intern(trace.node_name(position.caller)));
+                for (operation, _) in &mut position.operations {
+                    let name = trace.operation_name(*operation).unwrap_or_default();
+                    *operation = OperationId(self.operations.intern(name));
+                }
+            }
+            pattern.instances = Vec::new();
+            match self.by_signature.get(&pattern.signature) {
+                None => {
+                    self.by_signature
+                        .insert(pattern.signature.clone(), self.patterns.len());
+                    let mut pattern = pattern;
+                    for position in &mut pattern.positions {
+                        let (latencies, delays) = (
+                            std::mem::take(&mut position.latencies),
+                            std::mem::take(&mut position.call_delays),
+                        );
+                        position.latencies.merge(&latencies, EXACT_SAMPLES);
+                        position.call_delays.merge(&delays, EXACT_SAMPLES);
+                    }
+                    self.patterns.push(pattern);
+                }
+                Some(&at) => merge_pattern(&mut self.patterns[at], &pattern),
+            }
+        }
+    }
+
+    /// The merged nesting, its names in a trace of their own (nodes numbered in name
+    /// order, as every trace's are).
+    fn finish(mut self, cut: Cut) -> Streamed {
+        let mut builder = TraceBuilder::new();
+        let mut names: Vec<(String, u32)> = (0..self.nodes.len() as u32)
+            .map(|id| (self.nodes.resolve(id).to_owned(), id))
+            .collect();
+        names.sort();
+        let mut renumber = vec![NodeId(0); names.len()];
+        for (name, id) in &names {
+            renumber[*id as usize] = builder.node(name);
+        }
+        let operations: Vec<OperationId> = (0..self.operations.len() as u32)
+            .map(|id| builder.operation_id(self.operations.resolve(id)))
+            .collect();
+        for pattern in &mut self.patterns {
+            for position in &mut pattern.positions {
+                position.node = renumber[position.node.0 as usize];
+                position.caller = renumber[position.caller.0 as usize];
+                for (operation, _) in &mut position.operations {
+                    *operation = operations[operation.0 as usize];
+                }
+            }
+        }
+        let mut trace = builder.finish();
+        trace.stats = self.input;
+        self.stats.mean_parallelism = if self.stats.call_pairs == 0 {
+            0.0
+        } else {
+            self.parallelism_weight / self.stats.call_pairs as f64
+        };
+        Streamed {
+            trace,
+            nesting: Nesting {
+                pairs: Vec::new(),
+                parent: Vec::new(),
+                confidence: Vec::new(),
+                patterns: self.patterns,
+                stats: self.stats,
+            },
+            cut,
+        }
+    }
+}
+
+/// Adds `other`'s instances to `into`, a pattern of the same signature (so of the same
+/// positions).
+fn merge_pattern(into: &mut Pattern, other: &Pattern) {
+    into.confidence_sum += other.confidence_sum;
+    into.confidence_min = into.confidence_min.min(other.confidence_min);
+    into.expected_exact += other.expected_exact;
+    for (a, b) in into.positions.iter_mut().zip(&other.positions) {
+        a.latencies.merge(&b.latencies, EXACT_SAMPLES);
+        a.call_delays.merge(&b.call_delays, EXACT_SAMPLES);
+        a.own_time_sum += b.own_time_sum;
+        a.unawaited += b.unawaited;
+        a.errors += b.errors;
+        a.with_status += b.with_status;
+        a.confidence_sum += b.confidence_sum;
+        for &(operation, count) in &b.operations {
+            match a
+                .operations
+                .iter_mut()
+                .find(|(known, _)| *known == operation)
+            {
+                Some((_, n)) => *n += count,
+                None => a.operations.push((operation, count)),
+            }
+        }
+    }
+}
+
+/// For evaluation: nests a trace held in memory as `nest` would read it from a file,
+/// in segments of `stream`'s lines when it is longer, and gives each call the parent
+/// its core's segment chose, as indexes into the whole trace's call pairs, with the
+/// patterns those parents make. A trace of at most one segment is nested whole.
+pub fn nest_held(
+    trace: &Trace,
+    options: &NestOptions,
+    stream: StreamOptions,
+) -> Result<Nesting, StreamError> {
+    let mut text = Vec::new();
+    text::write(trace, &mut text).expect("writing to memory");
+    let input = TextInput {
+        path: PathBuf::from("trace"),
+        reader: Box::new(std::io::Cursor::new(text)),
+    };
+    let (pairs, _) = nesting::call_pairs::find_call_pairs(trace);
+    let index: HashMap<(u32, u32, u32, Nanos), u32> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            (
+                (p.caller.0, p.callee.0, p.call_id.0, p.caller_send),
+                i as u32,
+            )
+        })
+        .collect();
+    let mut parent = vec![nesting::NO_PARENT; pairs.len()];
+    let mut confidence = vec![1.0f32; pairs.len()];
+    let mut hook = |segment: &Trace, nested: &Nesting, (from, to): (Nanos, Nanos)| {
+        let global = |i: u32| -> Option<u32> {
+            let p = &nested.pairs[i as usize];
+            let key = (
+                trace.nodes.get(segment.node_name(p.caller))?,
+                trace.nodes.get(segment.node_name(p.callee))?,
+                match p.call_id {
+                    crate::trace::CallId::NONE => crate::trace::CallId::NONE.0,
+                    id => trace.call_ids.get(segment.call_id_text(id))?,
+                },
+                p.caller_send,
+            );
+            index.get(&key).copied()
+        };
+        for (i, p) in nested.pairs.iter().enumerate() {
+            if p.caller_send < from || p.caller_send >= to {
+                continue;
+            }
+            let Some(child) = global(i as u32) else {
+                continue;
+            };
+            let chosen = nested.parent[i];
+            parent[child as usize] = match chosen {
+                nesting::NO_PARENT => nesting::NO_PARENT,
+                chosen => global(chosen).unwrap_or(nesting::NO_PARENT),
+            };
+            confidence[child as usize] = nested.confidence[i];
+        }
+    };
+    match nest_text(vec![input], options, stream, Some(&mut hook))? {
+        Outcome::Whole(_) => Ok(nesting::nest(trace, options)?),
+        Outcome::Streamed(streamed) => {
+            let mut stats = streamed.nesting.stats;
+            stats.cycles_broken += nesting::parents::break_cycles(&mut parent);
+            let patterns = nesting::patterns::find_patterns(
+                trace,
+                &pairs,
+                &parent,
+                &confidence,
+                options.by_operation,
+            );
+            stats.roots = parent.iter().filter(|&&p| p == nesting::NO_PARENT).count() as u64;
+            Ok(Nesting {
+                pairs,
+                parent,
+                confidence,
+                patterns,
+                stats,
+            })
+        }
+    }
+}

@@ -210,6 +210,8 @@ fn read_segments(
             break;
         }
         chunks.remove(0);
+        // Of the core just read, the next segment needs only the margin before its own.
+        chunks[0].keep_from(core_to.saturating_sub(margin));
         core_from = core_to;
     }
     input.files = lines.files.len() as u64;
@@ -251,6 +253,24 @@ impl Chunk {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+    }
+
+    /// Drops the lines earlier than `time`.
+    fn keep_from(&mut self, time: Nanos) {
+        let kept: Vec<usize> = (0..self.lines.len())
+            .filter(|&k| self.lines[k].time >= time)
+            .collect();
+        let mut text = Vec::new();
+        let mut lines = Vec::with_capacity(kept.len());
+        for k in kept {
+            lines.push(LineAt {
+                start: text.len(),
+                ..self.lines[k]
+            });
+            text.extend_from_slice(self.line(k));
+        }
+        self.from = lines.iter().map(|line| line.time).min();
+        (self.text, self.lines) = (text, lines);
     }
 
     fn line(&self, k: usize) -> &[u8] {

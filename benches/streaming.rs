@@ -1,0 +1,106 @@
+//! Nesting long text traces in bounded memory (issue 28): `blackbox nest -q` on
+//! multi-tier traces of 10 M and 100 M messages, its wall time per message and its peak
+//! resident memory, which must stay under 2 GB and flat with the trace's length; and
+//! beside it the whole trace held at once (`--segment-lines 0`), today's speed per
+//! message, on the smallest.
+//!
+//! `cargo bench --bench streaming` — generates the traces once with maketrace (cached
+//! under `target/bench-traces/`, 6.4 GB for 100 M messages), then prints one line per
+//! run. `BLACKBOX_STREAM_MESSAGES` (default `10000000,100000000`) sets the lengths,
+//! `BLACKBOX_STREAM_CONFIG` the system (default `multitier`; `shop` is the 40-client
+//! shop), and `BLACKBOX_STREAM_WHOLE=all` holds the whole trace at every length too
+//! (11.5 GB at 100 M messages).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` probes every bench target
+    }
+    let lengths: Vec<u64> = std::env::var("BLACKBOX_STREAM_MESSAGES")
+        .unwrap_or_else(|_| "10000000,100000000".into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("lengths in messages, comma separated")
+        })
+        .collect();
+    let config = std::env::var("BLACKBOX_STREAM_CONFIG").unwrap_or_else(|_| "multitier".into());
+    let whole_everywhere = std::env::var("BLACKBOX_STREAM_WHOLE").is_ok_and(|v| v == "all");
+    println!("{config}: blackbox nest -q FILE, 2 cores");
+    println!(
+        "{:>12}  {:<22} {:>9} {:>11} {:>12} {:>11}",
+        "messages", "nested", "wall", "µs/message", "peak memory", "bytes/msg"
+    );
+    for (k, &messages) in lengths.iter().enumerate() {
+        let trace = trace_of(&config, messages);
+        let mut runs = vec![("in segments (default)", vec![])];
+        if k == 0 || whole_everywhere {
+            runs.push(("whole (--segment-lines 0)", vec!["--segment-lines", "0"]));
+        }
+        for (name, flags) in runs {
+            let (seconds, peak) = run(&trace, &flags);
+            println!(
+                "{messages:>12}  {name:<22} {seconds:>8.1}s {:>11.2} {:>9.0} MB {:>11.1}",
+                seconds * 1e6 / messages as f64,
+                peak as f64 / 1e6,
+                peak as f64 / messages as f64,
+            );
+        }
+    }
+}
+
+/// A trace of `messages` messages of `config` (seed 1), generated once.
+fn trace_of(config: &str, messages: u64) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("target/bench-traces");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{config}-{messages}.trace"));
+    if path.exists() {
+        return path;
+    }
+    eprintln!("generating {path:?} ...");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .args(["run", "--release", "-q", "-p", "maketrace", "--"])
+        .arg(root.join(format!("traces/configs/{config}.toml")))
+        .args(["--messages", &messages.to_string(), "--seed", "1", "-o"])
+        .arg(path.with_extension("partial"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "maketrace failed");
+    std::fs::rename(path.with_extension("partial"), &path).unwrap();
+    path
+}
+
+/// Wall seconds and peak resident bytes of `blackbox nest -q FILE FLAGS`.
+fn run(trace: &Path, flags: &[&str]) -> (f64, u64) {
+    let start = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_blackbox"))
+        .args(["nest", "-q"])
+        .arg(trace)
+        .args(flags)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills; the pid is our own child's, and
+    // std never waits for it after this.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+        usage
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "blackbox failed on {trace:?}"
+    );
+    // Linux gives ru_maxrss in kilobytes.
+    (seconds, usage.ru_maxrss as u64 * 1024)
+}

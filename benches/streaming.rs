@@ -4,6 +4,11 @@
 //! beside it the whole trace held at once (`--segment-lines 0`), today's speed per
 //! message, on the smallest.
 //!
+//! Then the same for a capture set (`BLACKBOX_STREAM_CAPTURES`, a directory of one
+//! capture per host, e.g. `target/bench-captures/multitier-1100mb` as `cargo bench
+//! --bench capture` makes it, or bigger with `BLACKBOX_CAPTURE_MB`): nested in
+//! segments (two passes over the files) and whole.
+//!
 //! `cargo bench --bench streaming` — generates the traces once with maketrace (cached
 //! under `target/bench-traces/`, 6.4 GB for 100 M messages), then prints one line per
 //! run. `BLACKBOX_STREAM_MESSAGES` (default `10000000,100000000`) sets the lengths,
@@ -32,7 +37,7 @@ fn main() {
     let whole_everywhere = std::env::var("BLACKBOX_STREAM_WHOLE").is_ok_and(|v| v == "all");
     println!("{config}: blackbox nest -q FILE, 2 cores");
     println!(
-        "{:>12}  {:<22} {:>9} {:>11} {:>12} {:>11}",
+        "{:>12}  {:<26} {:>9} {:>11} {:>12} {:>11}",
         "messages", "nested", "wall", "µs/message", "peak memory", "bytes/msg"
     );
     for (k, &messages) in lengths.iter().enumerate() {
@@ -42,12 +47,44 @@ fn main() {
             runs.push(("whole (--segment-lines 0)", vec!["--segment-lines", "0"]));
         }
         for (name, flags) in runs {
-            let (seconds, peak) = run(&trace, &flags);
+            let (seconds, peak) = run(std::slice::from_ref(&trace), &flags);
             println!(
-                "{messages:>12}  {name:<22} {seconds:>8.1}s {:>11.2} {:>9.0} MB {:>11.1}",
+                "{messages:>12}  {name:<26} {seconds:>8.1}s {:>11.2} {:>9.0} MB {:>11.1}",
                 seconds * 1e6 / messages as f64,
                 peak as f64 / 1e6,
                 peak as f64 / messages as f64,
+            );
+        }
+    }
+    if let Ok(dir) = std::env::var("BLACKBOX_STREAM_CAPTURES") {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                path.extension()
+                    .is_some_and(|e| e == "pcap" || e == "pcapng")
+            })
+            .collect();
+        files.sort();
+        let bytes: u64 = files
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .sum();
+        println!(
+            "{dir}: {} captures, {:.1} GB",
+            files.len(),
+            bytes as f64 / 1e9
+        );
+        for (name, flags) in [
+            ("in segments (default)", vec![]),
+            ("whole (--segment-lines 0)", vec!["--segment-lines", "0"]),
+        ] {
+            let (seconds, peak) = run(&files, &flags);
+            println!(
+                "{:>12}  {name:<26} {seconds:>8.1}s {:>9.0} MB/s {:>9.0} MB",
+                "",
+                bytes as f64 / 1e6 / seconds,
+                peak as f64 / 1e6,
             );
         }
     }
@@ -77,12 +114,14 @@ fn trace_of(config: &str, messages: u64) -> PathBuf {
     path
 }
 
-/// Wall seconds and peak resident bytes of `blackbox nest -q FILE FLAGS`.
-fn run(trace: &Path, flags: &[&str]) -> (f64, u64) {
+/// Wall seconds and peak resident bytes of `blackbox nest -q FILES FLAGS`.
+fn run(files: &[PathBuf], flags: &[&str]) -> (f64, u64) {
     let start = Instant::now();
+    // Waited for by wait4 below, for its rusage; std's wait would find it gone.
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(env!("CARGO_BIN_EXE_blackbox"))
         .args(["nest", "-q"])
-        .arg(trace)
+        .args(files)
         .args(flags)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -99,7 +138,7 @@ fn run(trace: &Path, flags: &[&str]) -> (f64, u64) {
     let seconds = start.elapsed().as_secs_f64();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "blackbox failed on {trace:?}"
+        "blackbox failed on {files:?}"
     );
     // Linux gives ru_maxrss in kilobytes.
     (seconds, usage.ru_maxrss as u64 * 1024)

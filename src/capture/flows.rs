@@ -372,6 +372,16 @@ impl<'a> Flows<'a> {
         }
     }
 
+    /// The messages cut so far, with the tables they point into.
+    pub fn batch(&self) -> super::MessageBatch<'_> {
+        super::MessageBatch {
+            messages: &self.messages,
+            endpoints: &self.endpoints,
+            operations: &self.output.operations,
+            propagated: &self.output.propagated,
+        }
+    }
+
     /// The capture ended: flush every connection and port pair, in a fixed order.
     pub fn finish(mut self, stats: &mut FileStats) -> Followed {
         let mut open: Vec<(u32, u32)> = self.tcp.keys().copied().collect();

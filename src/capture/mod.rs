@@ -11,6 +11,7 @@
 pub mod decode;
 pub mod file;
 pub mod flows;
+pub mod lines;
 pub mod protocol;
 pub mod stats;
 pub mod write;
@@ -94,6 +95,14 @@ pub struct CaptureOptions {
     /// Keep a stamp of every TCP segment, for aligning the hosts' clocks
     /// ([`crate::align`]); costs 16 bytes per segment.
     pub clock_stamps: bool,
+    /// With `clock_stamps`, keep only the segments whose key is at most this (0 or
+    /// `u64::MAX`: every one). Keys are equal in the sender's and the receiver's
+    /// capture, so both keep the same segments: a sample that bounds memory on long
+    /// captures ([`crate::streaming`]).
+    pub stamp_sample: u64,
+    /// Count the messages but keep none: a first pass that only decides addresses and
+    /// gathers stamps ([`crate::streaming`]).
+    pub discard_messages: bool,
 }
 
 /// Whether a file starts with a pcap or pcapng magic number.
@@ -135,6 +144,8 @@ pub struct HostCapture {
     pub stamps: Vec<RouteStamps>,
     endpoints: Vec<SocketAddr>,
     messages: Vec<CaptureMessage>,
+    /// Messages built, kept or handed on as they were cut.
+    message_count: usize,
     /// Operation names, by the index the messages carry.
     operations: Vec<String>,
     /// Propagated ids, by the index the messages carry.
@@ -192,7 +203,7 @@ pub fn segment_key(segment: &decode::Segment, tcp: &decode::TcpFields) -> u64 {
 impl HostCapture {
     /// Messages built from this file.
     pub fn messages(&self) -> usize {
-        self.messages.len()
+        self.message_count
     }
 }
 
@@ -221,6 +232,36 @@ pub fn read_capture<R: Read + Send>(
     input: R,
     options: &CaptureOptions,
 ) -> Result<HostCapture, CaptureError> {
+    match options.discard_messages {
+        true => read_capture_into(path, host, input, options, Some(&mut |_: &MessageBatch| {})),
+        false => read_capture_into(path, host, input, options, None),
+    }
+}
+
+/// Messages a capture's flows cut, with the tables their indexes point into.
+pub struct MessageBatch<'a> {
+    /// The messages, in the order they completed.
+    pub messages: &'a [CaptureMessage],
+    /// Every endpoint seen so far, by index.
+    pub endpoints: &'a [SocketAddr],
+    /// Operation names so far, by index.
+    pub operations: &'a [String],
+    /// Propagated ids so far, by index.
+    pub propagated: &'a [String],
+}
+
+/// Where messages go as they are cut, instead of into the [`HostCapture`].
+pub type MessageSink<'s> = dyn FnMut(&MessageBatch<'_>) + 's;
+
+/// [`read_capture`], handing the messages to `sink` as they are cut when one is given
+/// (the capture then keeps none, only their count).
+pub fn read_capture_into<R: Read + Send>(
+    path: &Path,
+    host: String,
+    input: R,
+    options: &CaptureOptions,
+    mut sink: Option<&mut MessageSink<'_>>,
+) -> Result<HostCapture, CaptureError> {
     // Two stages on two threads: reading and decoding packets, and following their
     // connections. Decoded segments travel in batches, their payloads copied into one
     // buffer per batch; the bounded channel keeps memory flat, and emptied batches go
@@ -229,10 +270,14 @@ pub fn read_capture<R: Read + Send>(
     let (sender, receiver) = std::sync::mpsc::sync_channel::<SegmentBatch>(4);
     let (recycle, recycled) = std::sync::mpsc::channel::<SegmentBatch>();
     let (read, followed) = std::thread::scope(|scope| {
-        let stamps = options.clock_stamps;
+        let stamps = options.clock_stamps.then_some(match options.stamp_sample {
+            0 => u64::MAX,
+            sample => sample,
+        });
         let reading = scope.spawn(move || read_segments(path, input, stamps, sender, recycled));
         let mut stats = FileStats::default();
         let mut flows = Flows::new(&options.protocols);
+        let mut handed_on = 0usize;
         for batch in receiver {
             for record in &batch.records {
                 let segment = decode::Segment {
@@ -249,13 +294,28 @@ pub fn read_capture<R: Read + Send>(
             batch.payloads.clear();
             // The reader may have finished already; the batch is then dropped here.
             let _ = recycle.send(batch);
+            if let Some(sink) = sink.as_deref_mut() {
+                handed_on += flows.messages.len();
+                sink(&flows.batch());
+                flows.messages.clear();
+            }
         }
-        let followed = flows.finish(&mut stats);
+        let mut followed = flows.finish(&mut stats);
+        if let Some(sink) = sink {
+            handed_on += followed.messages.len();
+            sink(&MessageBatch {
+                messages: &followed.messages,
+                endpoints: &followed.endpoints,
+                operations: &followed.operations,
+                propagated: &followed.propagated,
+            });
+            followed.messages = Vec::new();
+        }
         let read = reading.join().expect("the reading thread does not panic");
-        (read, (followed, stats))
+        (read, (followed, stats, handed_on))
     });
     let (stopped, pairs, stamps, mut stats) = read?;
-    let (followed, flow_stats) = followed;
+    let (followed, flow_stats, handed_on) = followed;
     stats.add(&flow_stats);
     Ok(HostCapture {
         path: path.to_path_buf(),
@@ -267,6 +327,7 @@ pub fn read_capture<R: Read + Send>(
         pairs,
         stamps,
         endpoints: followed.endpoints,
+        message_count: handed_on + followed.messages.len(),
         messages: followed.messages,
         operations: followed.operations,
         propagated: followed.propagated,
@@ -304,7 +365,7 @@ type ReadSegments = (
 fn read_segments<R: Read + Send>(
     path: &Path,
     input: R,
-    clock_stamps: bool,
+    clock_stamps: Option<u64>,
     sender: std::sync::mpsc::SyncSender<SegmentBatch>,
     recycled: std::sync::mpsc::Receiver<SegmentBatch>,
 ) -> Result<ReadSegments, CaptureError> {
@@ -334,27 +395,30 @@ fn read_segments<R: Read + Send>(
                 }
             }
         }
-        if let (true, decode::Transport::Tcp(tcp)) = (clock_stamps, &segment.transport) {
-            let route = (a, b);
-            let index = match last_route {
-                Some((last, index)) if last == route => index,
-                _ => {
-                    let index = *route_index.entry(route).or_insert_with(|| {
-                        routes.push(RouteStamps {
-                            from: a,
-                            to: b,
-                            stamps: Vec::new(),
+        if let (Some(most), decode::Transport::Tcp(tcp)) = (clock_stamps, &segment.transport) {
+            let key = segment_key(&segment, tcp);
+            if key <= most {
+                let route = (a, b);
+                let index = match last_route {
+                    Some((last, index)) if last == route => index,
+                    _ => {
+                        let index = *route_index.entry(route).or_insert_with(|| {
+                            routes.push(RouteStamps {
+                                from: a,
+                                to: b,
+                                stamps: Vec::new(),
+                            });
+                            routes.len() - 1
                         });
-                        routes.len() - 1
-                    });
-                    last_route = Some((route, index));
-                    index
-                }
-            };
-            routes[index].stamps.push(SegmentStamp {
-                key: segment_key(&segment, tcp),
-                time: frame.time,
-            });
+                        last_route = Some((route, index));
+                        index
+                    }
+                };
+                routes[index].stamps.push(SegmentStamp {
+                    key,
+                    time: frame.time,
+                });
+            }
         }
         let start = batch.payloads.len();
         batch.payloads.extend_from_slice(segment.payload);
@@ -599,20 +663,14 @@ pub fn add_to_trace(
             };
             let sender = node(from_index, from, from_serves);
             let receiver = node(to_index, to, !from_serves);
-            let end = if capture.local.contains(&from.ip()) || !capture.local.contains(&to.ip()) {
-                End::Sent
-            } else {
-                End::Received
-            };
+            let end = end_seen(&capture.local, from, to);
             text.clear();
-            use std::fmt::Write;
-            let proto = if message.tcp { "tcp" } else { "udp" };
-            text.push_str(proto);
-            text.push(':');
-            text.push_str(&endpoint_text[message.client as usize]);
-            text.push('>');
-            text.push_str(&endpoint_text[message.server as usize]);
-            let _ = write!(text, "#{}", framed.key);
+            push_call_id(
+                &mut text,
+                message,
+                &endpoint_text[message.client as usize],
+                &endpoint_text[message.server as usize],
+            );
             let call_id = builder.call_id(&text);
             if let Some(name) = capture.operations.get(framed.operation.0 as usize) {
                 let id = *operation_ids[framed.operation.0 as usize]
@@ -645,6 +703,29 @@ pub fn add_to_trace(
     }
 }
 
+/// Whether a message from `from` to `to` was seen where it was sent or where it was
+/// received, in a capture whose own addresses are `local`: a message between two
+/// others (a capture of a whole network) counts as a send.
+fn end_seen(local: &BTreeSet<IpAddr>, from: SocketAddr, to: SocketAddr) -> End {
+    if local.contains(&from.ip()) || !local.contains(&to.ip()) {
+        End::Sent
+    } else {
+        End::Received
+    }
+}
+
+/// A message's call id, the same in every capture that saw it:
+/// `tcp:CLIENT>SERVER#KEY` (`udp:` for UDP).
+fn push_call_id(text: &mut String, message: &CaptureMessage, client: &str, server: &str) {
+    use std::fmt::Write;
+    text.push_str(if message.tcp { "tcp" } else { "udp" });
+    text.push(':');
+    text.push_str(client);
+    text.push('>');
+    text.push_str(server);
+    let _ = write!(text, "#{}", message.framed.key);
+}
+
 /// Each capture's own clock, unchanged: for [`add_to_trace`] without alignment.
 pub fn same_clock(_: usize, t: crate::trace::Nanos) -> crate::trace::Nanos {
     t
@@ -652,7 +733,10 @@ pub fn same_clock(_: usize, t: crate::trace::Nanos) -> crate::trace::Nanos {
 
 /// Node names for addresses: `--names` first, then each file's host name for its one
 /// own address (a file with several own addresses names none of them).
-fn node_names(captures: &[HostCapture], options: &CaptureOptions) -> BTreeMap<IpAddr, String> {
+pub(crate) fn node_names(
+    captures: &[HostCapture],
+    options: &CaptureOptions,
+) -> BTreeMap<IpAddr, String> {
     let mut names = BTreeMap::new();
     for capture in captures {
         if capture.local.len() == 1 {

@@ -381,10 +381,12 @@ pub(super) struct NestArgs {
     ///
     /// A text trace of more than N lines is read in time order and nested in segments
     /// of about N lines, each with a margin of twice the longest call on either side:
-    /// memory stays bounded however long the trace. Percentiles of patterns with more
-    /// than 512 requests are then within 0.1%. --html, --otlp, --assignments, --explain,
-    /// --window, --repair and captures need every call held at once and read the whole
-    /// trace. 0 always reads the whole trace.
+    /// memory stays bounded however long the trace. Captures larger than 4 KB per line
+    /// (8 GB at the default) are read twice, once for addresses and clocks, once to
+    /// nest them the same way. Percentiles of patterns with more than 512 requests are
+    /// then within 0.1%. --html, --otlp, --assignments, --explain, --window and
+    /// --repair need every call held at once and read the whole trace. 0 always reads
+    /// the whole trace.
     #[arg(long, value_name = "N", default_value_t = blackbox::streaming::SEGMENT_LINES, help_heading = "Advanced")]
     pub(super) segment_lines: usize,
 

@@ -412,6 +412,23 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
         || args.window.is_some()
         || input_options.repair.is_some()
         || args.segment_lines == 0;
+    let stream = streaming::StreamOptions {
+        segment_lines: args.segment_lines,
+    };
+    if !whole_needed && input::streamed::streams(&sources, &input_options, stream) {
+        let (input, outcome) =
+            input::streamed::nest_captures(sources, &input_options, &options, stream)?;
+        let loaded = report_loaded(input, args.input.quiet)?;
+        match outcome {
+            streaming::Outcome::Streamed(streamed) => {
+                let totals = loaded.input.capture_totals.as_ref();
+                return write_streamed(&args, &options, ranking, &streamed, &main, totals);
+            }
+            streaming::Outcome::Whole(_) => {
+                return nest_loaded(args, options, ranking, query, main, loaded)
+            }
+        }
+    }
     let opened = match whole_needed {
         true => Err(sources),
         false => input::open_texts(sources, input_options.progress)?,
@@ -419,9 +436,6 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
     let loaded = match opened {
         Err(sources) => load_sources(sources, &input_options, args.input.quiet)?,
         Ok((texts, progress)) => {
-            let stream = streaming::StreamOptions {
-                segment_lines: args.segment_lines,
-            };
             let text_traces = texts.len();
             // Reading errors name their file and line; nesting's need the files named.
             let outcome = match streaming::nest_text(texts, &options, stream, None) {
@@ -436,11 +450,24 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
                     warnings: String::new(),
                 },
                 streaming::Outcome::Streamed(streamed) => {
-                    return write_streamed(&args, &options, ranking, &streamed, &main)
+                    return write_streamed(&args, &options, ranking, &streamed, &main, None)
                 }
             }
         }
     };
+    nest_loaded(args, options, ranking, query, main, loaded)
+}
+
+/// `nest` of the whole trace, read.
+fn nest_loaded(
+    args: NestArgs,
+    options: nesting::NestOptions,
+    ranking: Ranking,
+    query: Option<CallQuery>,
+    main: MainOutput,
+    loaded: Loaded,
+) -> Result<()> {
+    let files = &args.input.files;
     let trace = &loaded.input.trace;
     let nesting = nesting::nest(trace, &options).with_context(|| describe(files))?;
     let windows = match args.window {
@@ -512,15 +539,17 @@ fn write_streamed(
     ranking: Ranking,
     streamed: &streaming::Streamed,
     main: &MainOutput,
+    capture_totals: Option<&blackbox::capture::stats::FileStats>,
 ) -> Result<()> {
     let (trace, nesting) = (&streamed.trace, &streamed.nesting);
-    let report =
-        NestReport::new(trace, nesting, options, ranking).with_streamed(Some(&streamed.cut));
+    let report = NestReport::new(trace, nesting, options, ranking)
+        .with_streamed(Some(&streamed.cut))
+        .with_capture_totals(capture_totals);
     if !args.input.quiet {
         let mut summary = Vec::new();
         report::summary::write(
             &trace.stats,
-            None,
+            capture_totals,
             &nesting.stats,
             nesting.patterns.len(),
             &mut summary,
@@ -629,7 +658,12 @@ fn load_sources(
     options: &input::InputOptions,
     quiet: bool,
 ) -> Result<Loaded> {
-    let input = input::read_sources(sources, options)?;
+    report_loaded(input::read_sources(sources, options)?, quiet)
+}
+
+/// Prints on stderr what reading reported: warnings always, per-capture summaries, the
+/// alignment table and the repair line unless `quiet`.
+fn report_loaded(input: Input, quiet: bool) -> Result<Loaded> {
     let text = |write: &dyn Fn(&mut Vec<u8>) -> io::Result<()>| -> io::Result<String> {
         let mut bytes = Vec::new();
         write(&mut bytes)?;

@@ -18,6 +18,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 pub mod source;
+pub mod streamed;
 use source::{Kind, Source, SourceError};
 
 /// How to read the inputs.
@@ -49,6 +50,9 @@ pub enum InputError {
     /// A capture is unreadable or not a capture.
     #[error(transparent)]
     Capture(#[from] capture::CaptureError),
+    /// Captures nested in segments: the nesting refused ([`streamed`]).
+    #[error(transparent)]
+    Nest(#[from] crate::streaming::StreamError),
     /// A request that cannot be carried out as asked.
     #[error("{0}")]
     Usage(String),
@@ -352,6 +356,15 @@ fn add_captures(
         ),
         None => capture::add_to_trace(&read, &options.capture, capture::same_clock, builder),
     }
+    report_captures(read, alignment, input);
+}
+
+/// What `read` held and warned of, and the alignment, into `input`.
+fn report_captures(
+    read: Vec<capture::HostCapture>,
+    alignment: Option<Alignment>,
+    input: &mut Input,
+) {
     for host in &read {
         if let Some(stopped) = &host.stopped {
             input.warnings.push(InputWarning::CutShort {

@@ -335,48 +335,88 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     for (t, i, end) in lines {
         let m = &trace.messages[i];
         line.clear();
-        time::push_seconds(&mut line, t);
-        line.push(' ');
-        line.push_str(op_text(m.kind(), end));
-        for field in [
-            trace.node_name(m.sender()),
-            trace.node_name(m.receiver()),
-            trace.call_id_text(m.call_id()),
-        ] {
-            line.push(' ');
-            line.push_str(field);
-        }
-        if let Some(truth) = trace.truth_text(m.truth()) {
-            line.push(' ');
-            line.push_str(truth);
-        }
-        match m.kind() {
-            Kind::Call => {
-                if let Some(name) = trace.operation_name(trace.operation(m.call_id())) {
-                    line.push_str(" op=");
-                    line.extend(
-                        name.chars()
-                            .map(|c| if c.is_whitespace() { '_' } else { c }),
-                    );
-                }
-                if let Some(id) = trace.propagated_text(trace.propagated(m.call_id())) {
-                    line.push_str(" id=");
-                    line.push_str(id);
-                }
-            }
-            Kind::Return => match trace.status(m.call_id()) {
-                Status::Unknown => {}
-                status => {
-                    line.push_str(" status=");
-                    line.push_str(&status.to_string());
-                }
+        push_line(
+            &mut line,
+            &LineFields {
+                time: t,
+                kind: m.kind(),
+                end,
+                sender: trace.node_name(m.sender()),
+                receiver: trace.node_name(m.receiver()),
+                call_id: trace.call_id_text(m.call_id()),
+                truth: trace.truth_text(m.truth()),
+                operation: trace.operation_name(trace.operation(m.call_id())),
+                propagated: trace.propagated_text(trace.propagated(m.call_id())),
+                status: trace.status(m.call_id()),
             },
-            Kind::Free => {}
-        }
-        line.push('\n');
+        );
         out.write_all(line.as_bytes())?;
     }
     Ok(())
+}
+
+/// What one line of a text trace says.
+pub struct LineFields<'a> {
+    /// When.
+    pub time: super::Nanos,
+    /// Call, return or free-form message.
+    pub kind: Kind,
+    /// Where it was seen.
+    pub end: End,
+    /// Who sent it.
+    pub sender: &'a str,
+    /// Who it went to.
+    pub receiver: &'a str,
+    /// Its call id.
+    pub call_id: &'a str,
+    /// Its path instance, in evaluation.
+    pub truth: Option<&'a str>,
+    /// The call's operation (written on calls).
+    pub operation: Option<&'a str>,
+    /// The request id the call carried (written on calls).
+    pub propagated: Option<&'a str>,
+    /// The answer's status (written on returns).
+    pub status: Status,
+}
+
+/// Appends one line, with its newline: `op=` and `id=` on calls, `status=` on returns
+/// where known.
+pub fn push_line(line: &mut String, fields: &LineFields<'_>) {
+    time::push_seconds(line, fields.time);
+    line.push(' ');
+    line.push_str(op_text(fields.kind, fields.end));
+    for field in [fields.sender, fields.receiver, fields.call_id] {
+        line.push(' ');
+        line.push_str(field);
+    }
+    if let Some(truth) = fields.truth {
+        line.push(' ');
+        line.push_str(truth);
+    }
+    match fields.kind {
+        Kind::Call => {
+            if let Some(name) = fields.operation {
+                line.push_str(" op=");
+                line.extend(
+                    name.chars()
+                        .map(|c| if c.is_whitespace() { '_' } else { c }),
+                );
+            }
+            if let Some(id) = fields.propagated {
+                line.push_str(" id=");
+                line.push_str(id);
+            }
+        }
+        Kind::Return => match fields.status {
+            Status::Unknown => {}
+            status => {
+                line.push_str(" status=");
+                line.push_str(&status.to_string());
+            }
+        },
+        Kind::Free => {}
+    }
+    line.push('\n');
 }
 
 /// The op field for a kind of message seen at one end (`CALL_RECV`, ...).

@@ -45,7 +45,8 @@ pub fn streams(sources: &[Source], options: &InputOptions, stream: StreamOptions
 
 /// Reads the captures twice and nests them in segments. The input report (per
 /// capture, the alignment, the warnings) is the first pass's; its trace holds no
-/// message unless the captures came to one segment (then [`Outcome::Whole`]'s).
+/// message unless the captures came to one segment (then it holds them all, and the
+/// outcome's is empty).
 pub fn nest_captures(
     sources: Vec<Source>,
     options: &InputOptions,
@@ -128,14 +129,15 @@ pub fn nest_captures(
     drop(clocks);
     let mut input = empty_input();
     report_captures(read, alignment, &mut input);
-    match &mut outcome {
-        Outcome::Whole(trace) => input.trace = trace.clone(),
-        // What was read is packets of captures, not lines: the lines were ours.
-        Outcome::Streamed(streamed) => {
-            let stats = &mut streamed.trace.stats;
-            (stats.files, stats.lines, stats.blank_or_comment_lines) =
-                (input.captures.len() as u64, 0, 0);
-        }
+    // What was read is packets of captures, not lines: the lines were ours.
+    let stats = match &mut outcome {
+        Outcome::Whole(trace) => &mut trace.stats,
+        Outcome::Streamed(streamed) => &mut streamed.trace.stats,
+    };
+    (stats.files, stats.lines, stats.blank_or_comment_lines) = (input.captures.len() as u64, 0, 0);
+    // A whole trace is the input's (the outcome keeps an empty one).
+    if let Outcome::Whole(trace) = &mut outcome {
+        input.trace = std::mem::take(trace);
     }
     Ok((input, outcome))
 }

@@ -72,8 +72,10 @@ impl<'a> LineWriter<'a> {
                 &self.endpoints[message.client as usize],
                 &self.endpoints[message.server as usize],
             );
-            let sender = host(&mut self.hosts, self.names, from).clone();
-            let receiver = host(&mut self.hosts, self.names, to);
+            for address in [from, to] {
+                name_host(&mut self.hosts, self.names, address);
+            }
+            let (sender, receiver) = (&self.hosts[&from.ip()], &self.hosts[&to.ip()]);
             self.line.clear();
             text::push_line(
                 &mut self.line,
@@ -81,7 +83,7 @@ impl<'a> LineWriter<'a> {
                     time: (self.clock)(framed.first),
                     kind: framed.kind,
                     end: end_seen(self.local, from, to),
-                    sender: &sender,
+                    sender,
                     receiver,
                     call_id: &self.call_id,
                     truth: self.truth.get(&self.call_id).map(String::as_str),
@@ -101,16 +103,16 @@ impl<'a> LineWriter<'a> {
     }
 }
 
-/// A host's node name: as named, else its address.
-fn host<'h>(
-    hosts: &'h mut HashMap<IpAddr, String>,
+/// Names a host, once: as `names` name it, else by its address.
+fn name_host(
+    hosts: &mut HashMap<IpAddr, String>,
     names: &BTreeMap<IpAddr, String>,
     address: SocketAddr,
-) -> &'h String {
+) {
     hosts.entry(address.ip()).or_insert_with(|| {
         names
             .get(&address.ip())
             .cloned()
             .unwrap_or_else(|| address.ip().to_string())
-    })
+    });
 }

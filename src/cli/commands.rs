@@ -150,9 +150,19 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
             paths::ground_truth(trace, &options).with_context(|| describe(files))?,
         ),
     };
-    // Without a given start, what `nest` would make of the same trace read from a file.
+    // Without a given start, what `nest` would make of the same files: text traces in
+    // segments when longer than one, captures when large enough, a mix whole.
+    let streams = match input.captures.is_empty() {
+        true => true,
+        false => {
+            let asked = streaming::StreamOptions {
+                segment_lines: args.segment_lines,
+            };
+            input::streamed::streamed_as_read(&input, &args.input.options()?, asked)
+        }
+    };
     let stream = streaming::StreamOptions {
-        segment_lines: args.segment_lines,
+        segment_lines: if streams { args.segment_lines } else { 0 },
     };
     let nesting: Result<nesting::Nesting> = if args.start_from_truth {
         let start = |pairs: &[CallPair]| match &truth {
@@ -556,19 +566,8 @@ fn write_streamed(
         )?;
         report::summary::write_streamed(&streamed.cut, &mut summary)?;
         io::stderr().write_all(&summary)?;
-    } else if streamed.cut.late_lines > 0 {
-        // Skipped lines are told even when quiet.
-        let mut line = Vec::new();
-        report::summary::write_streamed(&streamed.cut, &mut line)?;
-        let text = String::from_utf8_lossy(&line);
-        io::stderr().write_all(
-            text.lines()
-                .skip(1)
-                .collect::<Vec<_>>()
-                .join("\n")
-                .as_bytes(),
-        )?;
-        io::stderr().write_all(b"\n")?;
+    } else {
+        report::summary::write_late_lines(&streamed.cut, &mut io::stderr().lock())?;
     }
     if let Some(path) = &args.json {
         write_out(Some(path), |w| Json.render(&report, w))?;

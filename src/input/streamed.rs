@@ -32,15 +32,31 @@ pub const STAMPS: f64 = 4.0e6;
 /// read twice), nodes named by host, and more bytes than a segment's lines.
 pub fn streams(sources: &[Source], options: &InputOptions, stream: StreamOptions) -> bool {
     let sizes: Option<Vec<u64>> = sources.iter().map(Source::stored_size).collect();
-    let total: u64 = sizes.map_or(0, |sizes| sizes.iter().sum());
-    stream.segment_lines > 0
-        && !sources.is_empty()
+    !sources.is_empty()
         && sources
             .iter()
             .all(|s| s.kind == super::source::Kind::Capture && s.is_file())
+        && streams_by_size(sizes.map_or(0, |sizes| sizes.iter().sum()), options, stream)
+}
+
+/// [`streams`] for the captures of an input already read whole (`eval`, which scores
+/// what `nest` makes of the same files): only captures, and as large.
+pub fn streamed_as_read(input: &Input, options: &InputOptions, stream: StreamOptions) -> bool {
+    let sizes: Option<Vec<u64>> = input
+        .captures
+        .iter()
+        .map(|capture| std::fs::metadata(&capture.path).ok().map(|m| m.len()))
+        .collect();
+    !input.captures.is_empty()
+        && input.trace.stats.lines == 0
+        && streams_by_size(sizes.map_or(0, |sizes| sizes.iter().sum()), options, stream)
+}
+
+fn streams_by_size(bytes: u64, options: &InputOptions, stream: StreamOptions) -> bool {
+    stream.segment_lines > 0
         && LineWriter::names_nodes(options.capture.node_by)
         && options.repair.is_none()
-        && total > stream.segment_lines as u64 * BYTES_PER_LINE
+        && bytes > stream.segment_lines as u64 * BYTES_PER_LINE
 }
 
 /// Reads the captures twice and nests them in segments. The input report (per
@@ -74,25 +90,22 @@ pub fn nest_captures(
             }
         })
         .collect();
-    let paths: Vec<_> = read.iter().map(|host| host.path.clone()).collect();
-    let progress = progress_over(
-        "nesting captures",
-        &paths
-            .iter()
-            .map(|p| Source::sniff(p))
-            .collect::<Result<Vec<_>, _>>()?,
-        options.progress,
-    );
+    // Each file told apart once more, to be opened again: gzip'd or not.
+    let sources = read
+        .iter()
+        .map(|host| Source::sniff(&host.path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let progress = progress_over("nesting captures", &sources, options.progress);
     let mut outcome = std::thread::scope(|scope| -> Result<Outcome, InputError> {
         let mut inputs = Vec::new();
         let mut writers = Vec::new();
-        for (host, clock) in read.iter().zip(&clocks) {
+        for ((host, clock), source) in read.iter().zip(&clocks).zip(sources) {
             // A few blocks of lines per capture in flight: the merge reads them in time
             // order, so memory stays bounded whichever capture is ahead.
             let (send, receive) = sync_channel::<Vec<u8>>(4);
             let (names, second, progress) = (&names, &second, &progress);
             writers.push(scope.spawn(move || -> Result<(), InputError> {
-                let reader = Source::sniff(&host.path)?.open(progress)?;
+                let reader = source.open(progress)?;
                 let mut writer = LineWriter::new(host, names, &second.truth, clock.as_ref());
                 let mut block = Vec::with_capacity(BLOCK);
                 let mut sink = |batch: &MessageBatch<'_>| {

@@ -298,7 +298,6 @@ fn nest_starting(
     let mut confidence = vec![1.0f32; pairs.len()];
     let mut stats = NestStats {
         pairing,
-        call_pairs: pairs.len() as u64,
         ..NestStats::default()
     };
     let (mut links, mut children_with_candidates) = (0u64, 0u64);

@@ -296,17 +296,6 @@ impl PartialEq for Samples {
     }
 }
 
-impl From<Vec<Nanos>> for Samples {
-    fn from(values: Vec<Nanos>) -> Samples {
-        Samples {
-            count: values.len() as u64,
-            sum: values.iter().map(|&v| i128::from(v)).sum(),
-            values,
-            sketch: None,
-        }
-    }
-}
-
 /// A call's own time: its `latency` less the union of its calls' spans, each given as
 /// (when it left after the call arrived, its latency) and clamped into the call.
 /// `intervals` is scratch space.
@@ -651,9 +640,14 @@ mod tests {
             );
         }
         // Few values stay exact, in order.
+        let of = |values: &[Nanos]| {
+            let mut samples = Samples::default();
+            values.iter().for_each(|&v| samples.push(v));
+            samples
+        };
         let mut few = Samples::default();
-        few.merge(&Samples::from(vec![3, 1, 2]), EXACT_SAMPLES);
-        few.merge(&Samples::from(vec![9]), EXACT_SAMPLES);
+        few.merge(&of(&[3, 1, 2]), EXACT_SAMPLES);
+        few.merge(&of(&[9]), EXACT_SAMPLES);
         assert_eq!(few.values(), Some(&[3, 1, 2, 9][..]));
         assert_eq!(few.summary(), Summary::of(&[3, 1, 2, 9]));
     }

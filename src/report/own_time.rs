@@ -12,10 +12,14 @@ use crate::trace::Nanos;
 /// means are [`Pattern::mean_own_times`]).
 pub fn own_times(pattern: &Pattern) -> Vec<Vec<Nanos>> {
     let positions = &pattern.positions;
-    let values =
-        |samples: &crate::nesting::patterns::Samples| samples.values().unwrap_or(&[]).to_vec();
-    let latencies: Vec<Vec<Nanos>> = positions.iter().map(|p| values(&p.latencies)).collect();
-    let delays: Vec<Vec<Nanos>> = positions.iter().map(|p| values(&p.call_delays)).collect();
+    let latencies: Vec<&[Nanos]> = positions
+        .iter()
+        .map(|p| p.latencies.values().unwrap_or(&[]))
+        .collect();
+    let delays: Vec<&[Nanos]> = positions
+        .iter()
+        .map(|p| p.call_delays.values().unwrap_or(&[]))
+        .collect();
     let mut intervals = Vec::new();
     positions
         .iter()

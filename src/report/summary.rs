@@ -160,8 +160,7 @@ fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::
     Ok(())
 }
 
-/// Writes how a nesting done in segments was cut, and the lines it set aside for
-/// coming too late.
+/// Writes how a nesting done in segments was cut, then [`write_late_lines`].
 pub fn write_streamed(cut: &crate::streaming::Cut, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
@@ -172,6 +171,12 @@ pub fn write_streamed(cut: &crate::streaming::Cut, out: &mut dyn Write) -> io::R
         crate::nesting::patterns::EXACT_SAMPLES,
         100.0 * crate::nesting::patterns::SKETCH_ERROR,
     )?;
+    write_late_lines(cut, out)
+}
+
+/// Writes the lines a nesting in segments set aside for coming after their segment
+/// was nested, if any: told even when quiet, as every skipped line is.
+pub fn write_late_lines(cut: &crate::streaming::Cut, out: &mut dyn Write) -> io::Result<()> {
     if cut.late_lines > 0 {
         writeln!(
             out,

@@ -488,7 +488,7 @@ fn segment_trace(
                 continue;
             }
             taken += 1;
-            let in_core = from <= time && time < to;
+            let in_core = nesting::in_core((from, to), time);
             let ignored = builder.stats_mut().ignored_fields;
             lines.parse(chunk, k, &mut builder)?;
             if in_core {
@@ -500,7 +500,7 @@ fn segment_trace(
     let trace = builder.finish();
     for m in &trace.messages {
         let time = m.first_time();
-        if from <= time && time < to {
+        if nesting::in_core((from, to), time) {
             input.messages += 1;
             match (m.sent(), m.received()) {
                 (Some(_), Some(_)) => input.seen_at_both_ends += 1,
@@ -682,7 +682,7 @@ pub fn nest_held(
         .collect();
     let mut parent = vec![nesting::NO_PARENT; pairs.len()];
     let mut confidence = vec![1.0f32; pairs.len()];
-    let mut hook = |segment: &Trace, nested: &Nesting, (from, to): (Nanos, Nanos)| {
+    let mut hook = |segment: &Trace, nested: &Nesting, core: (Nanos, Nanos)| {
         let global = |i: u32| -> Option<u32> {
             let p = &nested.pairs[i as usize];
             let key = (
@@ -697,7 +697,7 @@ pub fn nest_held(
             index.get(&key).copied()
         };
         for (i, p) in nested.pairs.iter().enumerate() {
-            if p.caller_send < from || p.caller_send >= to {
+            if !nesting::in_core(core, p.caller_send) {
                 continue;
             }
             let Some(child) = global(i as u32) else {

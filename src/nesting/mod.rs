@@ -198,6 +198,11 @@ pub struct Nesting {
     pub stats: NestStats,
 }
 
+/// Whether `time` falls in a segment's core (from, to): from included, to not.
+pub fn in_core((from, to): (Nanos, Nanos), time: Nanos) -> bool {
+    from <= time && time < to
+}
+
 /// Runs the nesting algorithm on a trace.
 pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> {
     nest_starting(trace, options, None, None)
@@ -252,7 +257,7 @@ fn nest_starting(
             lines: trace.stats.lines,
         });
     }
-    let in_core = |time: Nanos| core.map_or(true, |(from, to)| from <= time && time < to);
+    let in_core = |time: Nanos| core.map_or(true, |core| in_core(core, time));
     let (pairs, pairing) = find_call_pairs_checked(trace, &in_core)?;
     let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
     let tick = call_pairs::tick(&pairs);
@@ -462,8 +467,7 @@ impl WholeTrace<'_> {
     /// Whether the stats count this call pair's choice: every one, or a segment's core.
     fn counts(&self, pair: u32) -> bool {
         let time = self.pairs[pair as usize].caller_send;
-        self.core
-            .map_or(true, |(from, to)| from <= time && time < to)
+        self.core.map_or(true, |core| in_core(core, time))
     }
 }
 

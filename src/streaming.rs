@@ -11,7 +11,10 @@
 //! asynchronous windows): every call of a request whose root leaves in the core, and
 //! every candidate parent of a call leaving in the core, is then inside the segment.
 //! A call longer than the margin is cut there (counted as unmatched). Each segment
-//! learns its own model (scoreboard, the joint choice's densities) from its own calls.
+//! learns its own model (scoreboard, the joint choice's densities) from its own calls,
+//! starting from what the segments before it learned ([`nesting::Learned`]): which of
+//! the joint choice's starts each node kept, so that later segments settle that one
+//! alone instead of comparing three.
 //!
 //! Owns the chunks, the margin and the merging of segments' patterns and counts; not
 //! the line syntax ([`crate::trace::text`]) nor the nesting itself.
@@ -115,6 +118,8 @@ pub fn nest_text(
     }
     let margin = margin(&lines, &first, options)?;
     let mut merged = Merged::default();
+    // What the segments nested so far learned, which the next one starts from.
+    let mut learned = nesting::Learned::default();
     let mut cut = Cut {
         segments: 0,
         margin,
@@ -130,8 +135,10 @@ pub fn nest_text(
             let segment = segment?;
             cut.segments += 1;
             cut.largest_segment_lines = cut.largest_segment_lines.max(segment.lines);
-            match nesting::nest_core(&segment.trace, options, segment.core) {
-                Ok(nesting) => {
+            // (A quiet stretch that fails to nest keeps what was learned before it.)
+            match nesting::nest_core(&segment.trace, options, segment.core, learned.clone()) {
+                Ok((nesting, learning)) => {
+                    learned = learning;
                     if let Some(hook) = hook.as_deref_mut() {
                         hook(&segment.trace, &nesting, segment.core);
                     }

@@ -21,7 +21,8 @@ use std::sync::mpsc::{sync_channel, Receiver};
 /// larger than this many bytes per `--segment-lines` line (8 GB at the default) is
 /// nested in segments. HTTP/1.1 captures hold about a line per KB, so below this a
 /// capture set comes to a few segments, and the whole trace needs under 2 GB: there
-/// each segment's learning costs more time than its memory saves (docs/scale-out.md).
+/// reading every capture twice costs more time than its memory saves
+/// (docs/scale-out.md).
 pub const BYTES_PER_LINE: u64 = 4096;
 
 /// TCP segments stamped for the clock alignment, at most, over all captures: a sample

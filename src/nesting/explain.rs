@@ -186,6 +186,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         options,
         start: None,
         core: None,
+        carried: &[],
     };
     let mut record = DecisionRecord {
         call,
@@ -194,6 +195,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
     let lost = super::lost_shares(trace, pairs, &|_| true)[node.0 as usize];
     nest_node(
         &whole,
+        node,
         &mut incoming,
         &mut outgoing,
         lost,

@@ -120,6 +120,12 @@ const SOFT_FROM_PARALLELISM: f64 = 3.0;
 /// a quarter of the 40-client shop's app node in 60 s. (At twice this, the 40-client
 /// shop's 1 M messages took 5.8 s against 4.7 s, to as many right answers.)
 pub const LEARN_WINDOW: usize = 1 << 14;
+/// In a later segment of a trace, where the start is known ([`NodeSettings::start`]),
+/// the window only gives the first model something settled to learn from, and a
+/// quarter of it does: on the 6.6 GB capture set in six segments, 17.6% of requests
+/// exact as whole (17.9% with the full window), on the 40-client shop 73.1% either
+/// way, and the 10.8 GB set took 137 s instead of 146 s.
+const CARRIED_WINDOW_DIVISOR: usize = 4;
 /// ln-likelihood per child by which another start's end must beat the greedy start's
 /// to replace it: above the noise between two good ends (docs/tuning.md).
 const REPLACE_MARGIN: f64 = 0.05;
@@ -170,6 +176,21 @@ pub struct JointChoice {
     /// Whether the final model learned a connection affinity: the node's calls out
     /// follow the connection of the call they serve.
     pub connection_affinity: bool,
+    /// Where children have several candidates each, the start whose end was kept:
+    /// what a later segment of the same trace settles alone ([`NodeSettings::start`]).
+    pub kept: Option<StartKind>,
+}
+
+/// The start of the joint search whose end a node kept, where its children have
+/// several candidates each and the starts were compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartKind {
+    /// The paper's greedy answer, settled by hard EM.
+    Greedy,
+    /// The greedy answer settled by robust hard EM.
+    Robust,
+    /// Soft EM's answer over the per-link densities, settled by hard EM.
+    Soft,
 }
 
 /// Where the search starts: per child, an index into `incoming` (a candidate of the
@@ -247,21 +268,70 @@ pub fn choose_jointly(
         };
         return node.in_two(cut, first, (&initial, false, false), explain);
     }
-    let window = Scope::window(candidates, incoming.len(), scale.learn_window);
+    let learn_window = match scale.start {
+        Some(_) => scale.learn_window / CARRIED_WINDOW_DIVISOR,
+        None => scale.learn_window,
+    };
+    let window = Scope::window(candidates, incoming.len(), learn_window);
+    let (mut state, kept, kept_start) = match scale.start {
+        Some(kind) => one_start((&calls, candidates), kind, (&open, initial), window),
+        None => best_start((&calls, candidates), (&open, initial), window),
+    };
+    let was_robust = kept == StartKind::Robust;
+    // (The ends not kept are gone by now: carrying the kept one over every child is
+    // the peak of memory.)
+    let kept = Some(kept);
+    if window == all {
+        state.remember_gains();
+        return JointChoice {
+            kept,
+            ..chosen(&state, candidates, explain)
+        };
+    }
+    let carried = |mut state: Assignment<'_>, scope: Scope, explain: Option<usize>| {
+        extend(&mut state, was_robust, scope);
+        chosen(&settled(state, was_robust), candidates, explain)
+    };
+    let Some(cut) = middle_cut(candidates, window.children as usize) else {
+        return JointChoice {
+            kept,
+            ..carried(state, all, explain)
+        };
+    };
+    // The children before the cut carry the kept end over, those after it settle from
+    // the kept end's start: both halves are as large as the trace allows and no step
+    // of one reaches the other.
+    let head = Scope::before(candidates, cut);
+    let first = |explain| carried(state, head, explain);
+    JointChoice {
+        kept,
+        ..node.in_two(cut, first, (&kept_start, was_robust, true), explain)
+    }
+}
+
+/// The three starts settled on `window` side by side, and the end kept with its kind
+/// and its start: the greedy answer's end, or another's where clearly likelier.
+/// `open` counts, per child, its candidates that enclose it; `initial` is the greedy
+/// answer.
+fn best_start<'a>(
+    (calls, candidates): (&'a NodeCalls<'a>, &'a Candidates),
+    (open, initial): (&[usize], Vec<u32>),
+    window: Scope,
+) -> (Assignment<'a>, StartKind, Vec<u32>) {
     // The three starts are independent: on two cores, a trace whose time goes to one
     // node takes the time of two starts instead of three.
     let ((robust, plain), soft) = rayon::join(
         || {
             rayon::join(
-                || relearned(settle(&calls, candidates, initial.clone(), true, window)),
-                || relearned(settle(&calls, candidates, initial.clone(), false, window)),
+                || relearned(settle(calls, candidates, initial.clone(), true, window)),
+                || relearned(settle(calls, candidates, initial.clone(), false, window)),
             )
         },
         || {
-            Some(soft_start(&calls, candidates, &open, &initial))
+            Some(soft_start(calls, candidates, open, &initial))
                 .filter(|soft| *soft != initial)
                 .map(|soft| {
-                    let mut end = settle(&calls, candidates, soft.clone(), false, window);
+                    let mut end = settle(calls, candidates, soft.clone(), false, window);
                     end.forget_gains();
                     (end, soft)
                 })
@@ -272,39 +342,49 @@ pub fn choose_jointly(
     // the window, the ends on the window.
     let margin = REPLACE_MARGIN * f64::from(window.children);
     let gain = robust.sequence_likelihood() - plain.sequence_likelihood();
-    let (mut state, mut was_robust) = if gain > margin {
+    let (state, kept) = if gain > margin {
         drop(plain);
-        (robust, true)
+        (robust, StartKind::Robust)
     } else {
         drop(robust);
-        (plain, false)
+        (plain, StartKind::Greedy)
     };
-    let mut kept_start = initial;
     if let Some((other, soft)) = soft {
         let gain = other.sequence_likelihood() - state.sequence_likelihood();
         if gain > margin {
-            (state, was_robust, kept_start) = (other, false, soft);
+            return (other, StartKind::Soft, soft);
         }
     }
-    // (The ends not kept are gone by now: carrying the kept one over every child is
-    // the peak of memory.)
-    if window == all {
-        state.remember_gains();
-        return chosen(&state, candidates, explain);
-    }
-    let carried = |mut state: Assignment<'_>, scope: Scope, explain: Option<usize>| {
-        extend(&mut state, was_robust, scope);
-        chosen(&settled(state, was_robust), candidates, explain)
+    (state, kept, initial)
+}
+
+/// The one start `kind` settled on `window`, as [`best_start`] settles it: the start
+/// a previous segment of the same trace kept for this node. Comparing three starts on
+/// every segment was each segment's cost at real concurrency, and which start wins
+/// is a property of the node's calls, not of the hour (on the 6.6 GB capture set, the
+/// same on 23 of 24 node-segments). A window is still settled first: settling the
+/// start on every child at once, without a window's model to begin from, lost 3
+/// points of exact requests there.
+fn one_start<'a>(
+    (calls, candidates): (&'a NodeCalls<'a>, &'a Candidates),
+    kind: StartKind,
+    (open, initial): (&[usize], Vec<u32>),
+    window: Scope,
+) -> (Assignment<'a>, StartKind, Vec<u32>) {
+    let start = match kind {
+        StartKind::Soft => soft_start(calls, candidates, open, &initial),
+        StartKind::Greedy | StartKind::Robust => initial,
     };
-    let Some(cut) = middle_cut(candidates, window.children as usize) else {
-        return carried(state, all, explain);
+    let robust = kind == StartKind::Robust;
+    let mut end = settle(calls, candidates, start.clone(), robust, window);
+    end = match kind {
+        StartKind::Soft => {
+            end.forget_gains();
+            end
+        }
+        StartKind::Greedy | StartKind::Robust => relearned(end),
     };
-    // The children before the cut carry the kept end over, those after it settle from
-    // the kept end's start: both halves are as large as the trace allows and no step
-    // of one reaches the other.
-    let head = Scope::before(candidates, cut);
-    let first = |explain| carried(state, head, explain);
-    node.in_two(cut, first, (&kept_start, was_robust, true), explain)
+    (end, kind, start)
 }
 
 /// One node's calls and what the joint choice reads of them, for settling part of them
@@ -430,6 +510,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
         lead,
         explained,
         connection_affinity: state.affinity.is_some(),
+        kept: None,
     }
 }
 
@@ -456,6 +537,10 @@ pub struct NodeSettings {
     /// Children on which the starts are settled before the kept end is carried over
     /// the rest ([`LEARN_WINDOW`] by default; `usize::MAX`, all of them).
     pub learn_window: usize,
+    /// Where children have several candidates each, settle this start alone instead
+    /// of comparing the three, on a quarter of the window: the one a previous segment
+    /// of the same trace kept.
+    pub start: Option<StartKind>,
 }
 
 /// How the search weighs a child it looks at again.

@@ -616,3 +616,51 @@ fn window_chooses_as_well_as_settling_everything(trace: &Trace, window: usize) {
         "windowed {windowed_right}, whole {whole_right}"
     );
 }
+
+/// `trace` nested as one segment of itself, starting from `learned`, with the starts
+/// settled on `window` children.
+fn as_a_segment(
+    trace: &Trace,
+    window: usize,
+    learned: crate::nesting::Learned,
+) -> (Nesting, crate::nesting::Learned) {
+    let options = NestOptions {
+        learn_window: window,
+        ..NestOptions::default()
+    };
+    let everything = (crate::trace::Nanos::MIN, crate::trace::Nanos::MAX);
+    crate::nesting::nest_core(trace, &options, everything, learned).unwrap()
+}
+
+#[test]
+fn carrying_the_kept_start_to_the_next_segment_chooses_as_comparing_the_starts() {
+    // Every start settled on everything: the start carried is settled as it was when
+    // it won, so the choice is the same.
+    let trace = trace_from_str(&dense_two_steps(1500));
+    let (compared, learned) = as_a_segment(&trace, usize::MAX, Default::default());
+    assert!(learned.start_of("B").is_some(), "{learned:?}");
+    let (carried, learned_again) = as_a_segment(&trace, usize::MAX, learned.clone());
+    assert_eq!(learned_again, learned);
+    assert_eq!(carried.parent, compared.parent);
+    assert_eq!(carried.confidence, compared.confidence);
+    assert_eq!(
+        joint_with_window(&trace, usize::MAX).parent,
+        compared.parent
+    );
+}
+
+#[test]
+fn a_carried_start_settled_on_a_smaller_window_chooses_as_well() {
+    let trace = trace_from_str(&dense_two_steps(1500));
+    let (compared, learned) = as_a_segment(&trace, 500, Default::default());
+    let (carried, _) = as_a_segment(&trace, 500, learned);
+    assert!(
+        differ(&compared.parent, &carried.parent) > 0,
+        "the smaller window was not used"
+    );
+    let (compared_right, carried_right) = (right(&trace, &compared), right(&trace, &carried));
+    assert!(
+        carried_right >= compared_right - 0.01,
+        "carried {carried_right}, compared {compared_right}"
+    );
+}

@@ -176,8 +176,9 @@ pub struct JointChoice {
     /// Whether the final model learned a connection affinity: the node's calls out
     /// follow the connection of the call they serve.
     pub connection_affinity: bool,
-    /// Where children have several candidates each, the start whose end was kept:
-    /// what a later segment of the same trace settles alone ([`NodeSettings::start`]).
+    /// Where children have several candidates each and the starts were compared on a
+    /// full window (or one was carried), the start whose end was kept: what a later
+    /// segment of the same trace settles alone ([`NodeSettings::start`]).
     pub kept: Option<StartKind>,
 }
 
@@ -280,7 +281,10 @@ pub fn choose_jointly(
     let was_robust = kept == StartKind::Robust;
     // (The ends not kept are gone by now: carrying the kept one over every child is
     // the peak of memory.)
-    let kept = Some(kept);
+    // A start is handed on only where it won on a full window: compared on a few
+    // hundred children, the winner is chance (the multi-tier trace in segments of 3,000
+    // lines lost a point of exact requests carrying it).
+    let kept = (scale.start.is_some() || window != all).then_some(kept);
     if window == all {
         state.remember_gains();
         return JointChoice {

@@ -633,20 +633,17 @@ fn as_a_segment(
 }
 
 #[test]
-fn carrying_the_kept_start_to_the_next_segment_chooses_as_comparing_the_starts() {
-    // Every start settled on everything: the start carried is settled as it was when
-    // it won, so the choice is the same.
+fn a_start_is_handed_on_only_where_it_won_on_a_full_window() {
     let trace = trace_from_str(&dense_two_steps(1500));
-    let (compared, learned) = as_a_segment(&trace, usize::MAX, Default::default());
+    // Compared on all of B's 3,000 children, fewer than a window: nothing to hand on.
+    let (_, learned) = as_a_segment(&trace, usize::MAX, Default::default());
+    assert_eq!(learned.nodes(), 0, "{learned:?}");
+    // Compared on a window of 500: B's winner is handed on, and carried it stays.
+    let (_, learned) = as_a_segment(&trace, 500, Default::default());
     assert!(learned.start_of("B").is_some(), "{learned:?}");
-    let (carried, learned_again) = as_a_segment(&trace, usize::MAX, learned.clone());
+    assert_eq!(learned.nodes(), 1, "{learned:?}");
+    let (_, learned_again) = as_a_segment(&trace, 500, learned.clone());
     assert_eq!(learned_again, learned);
-    assert_eq!(carried.parent, compared.parent);
-    assert_eq!(carried.confidence, compared.confidence);
-    assert_eq!(
-        joint_with_window(&trace, usize::MAX).parent,
-        compared.parent
-    );
 }
 
 #[test]

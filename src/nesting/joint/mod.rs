@@ -124,7 +124,7 @@ pub const LEARN_WINDOW: usize = 1 << 14;
 /// the window only gives the first model something settled to learn from, and a
 /// quarter of it does: on the 6.6 GB capture set in six segments, 17.6% of requests
 /// exact as whole (17.9% with the full window), on the 40-client shop 73.1% either
-/// way, and the 10.8 GB set took 137 s instead of 146 s.
+/// way, and the 10.8 GB set took 137 s instead of 142 to 150 s.
 const CARRIED_WINDOW_DIVISOR: usize = 4;
 /// ln-likelihood per child by which another start's end must beat the greedy start's
 /// to replace it: above the noise between two good ends (docs/tuning.md).

@@ -573,7 +573,6 @@ impl Merged {
                 None => {
                     self.by_signature
                         .insert(pattern.signature.clone(), self.patterns.len());
-                    let mut pattern = pattern;
                     for position in &mut pattern.positions {
                         let (latencies, delays) = (
                             std::mem::take(&mut position.latencies),

@@ -432,6 +432,18 @@ pub struct Followed {
     pub propagated: Vec<String>,
 }
 
+impl Followed {
+    /// The messages cut, with the tables they point into.
+    pub fn batch(&self) -> super::MessageBatch<'_> {
+        super::MessageBatch {
+            messages: &self.messages,
+            endpoints: &self.endpoints,
+            operations: &self.operations,
+            propagated: &self.propagated,
+        }
+    }
+}
+
 /// The ends of a flow and how it is read, for the messages its framer produced.
 #[derive(Clone, Copy)]
 struct FlowEnds {

@@ -4,12 +4,12 @@
 //! builder, in the reference clock. Owns only the writing; naming and the end rule are
 //! the capture module's.
 
-use super::{end_seen, push_call_id, HostCapture, MessageBatch, NodeBy};
+use super::{end_seen, host_of, push_call_id, HostCapture, MessageBatch, NodeBy};
 use crate::trace::text::{self, LineFields};
 use crate::trace::Nanos;
 use hashbrown::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 /// Writes one capture's messages as lines; `clock` turns its times into the reference
 /// clock.
@@ -72,8 +72,11 @@ impl<'a> LineWriter<'a> {
                 &self.endpoints[message.client as usize],
                 &self.endpoints[message.server as usize],
             );
-            for address in [from, to] {
-                name_host(&mut self.hosts, self.names, address);
+            for address in [from.ip(), to.ip()] {
+                let names = self.names;
+                self.hosts
+                    .entry(address)
+                    .or_insert_with(|| host_of(names, address));
             }
             let (sender, receiver) = (&self.hosts[&from.ip()], &self.hosts[&to.ip()]);
             self.line.clear();
@@ -101,18 +104,4 @@ impl<'a> LineWriter<'a> {
             out.extend_from_slice(self.line.as_bytes());
         }
     }
-}
-
-/// Names a host, once: as `names` name it, else by its address.
-fn name_host(
-    hosts: &mut HashMap<IpAddr, String>,
-    names: &BTreeMap<IpAddr, String>,
-    address: SocketAddr,
-) {
-    hosts.entry(address.ip()).or_insert_with(|| {
-        names
-            .get(&address.ip())
-            .cloned()
-            .unwrap_or_else(|| address.ip().to_string())
-    });
 }

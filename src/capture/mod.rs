@@ -303,12 +303,7 @@ pub fn read_capture_into<R: Read + Send>(
         let mut followed = flows.finish(&mut stats);
         if let Some(sink) = sink {
             handed_on += followed.messages.len();
-            sink(&MessageBatch {
-                messages: &followed.messages,
-                endpoints: &followed.endpoints,
-                operations: &followed.operations,
-                propagated: &followed.propagated,
-            });
+            sink(&followed.batch());
             followed.messages = Vec::new();
         }
         let read = reading.join().expect("the reading thread does not panic");
@@ -618,10 +613,7 @@ pub fn add_to_trace(
     let names = node_names(captures, options);
     let services = services_per_host(captures, &names);
     let node_of = |address: SocketAddr, serving: bool| -> String {
-        let host = names
-            .get(&address.ip())
-            .cloned()
-            .unwrap_or_else(|| address.ip().to_string());
+        let host = host_of(&names, address.ip());
         match options.node_by {
             NodeBy::Host => host,
             NodeBy::Service | NodeBy::Operation if serving => {
@@ -712,6 +704,14 @@ fn end_seen(local: &BTreeSet<IpAddr>, from: SocketAddr, to: SocketAddr) -> End {
     } else {
         End::Received
     }
+}
+
+/// The host an address belongs to: as [`node_names`] named it, else the address.
+fn host_of(names: &BTreeMap<IpAddr, String>, address: IpAddr) -> String {
+    names
+        .get(&address)
+        .cloned()
+        .unwrap_or_else(|| address.to_string())
 }
 
 /// A message's call id, the same in every capture that saw it:

@@ -205,7 +205,7 @@ pub fn in_core((from, to): (Nanos, Nanos), time: Nanos) -> bool {
 
 /// Runs the nesting algorithm on a trace.
 pub fn nest(trace: &Trace, options: &NestOptions) -> Result<Nesting, NestError> {
-    nest_starting(trace, options, None, None).map(|(nesting, _)| nesting)
+    nest_starting(trace, options, None, None, Learned::default()).map(|(nesting, _)| nesting)
 }
 
 /// For a nesting done in segments ([`crate::streaming`]): nests a segment's trace but
@@ -222,8 +222,7 @@ pub fn nest_core(
     core: (Nanos, Nanos),
     learned: Learned,
 ) -> Result<(Nesting, Learned), NestError> {
-    nest_starting(trace, options, None, Some((core, learned)))
-        .map(|(nesting, learned)| (nesting, learned.unwrap_or_default()))
+    nest_starting(trace, options, None, Some(core), learned)
 }
 
 /// What the segments of one trace nested so far learned that the next starts from
@@ -266,24 +265,21 @@ pub fn nest_from(
                 .into(),
         ));
     }
-    nest_starting(trace, options, Some(start), None).map(|(nesting, _)| nesting)
+    nest_starting(trace, options, Some(start), None, Learned::default()).map(|(nesting, _)| nesting)
 }
 
 /// A start for [`nest_from`]: given the call pairs, each one's parent.
 pub type GivenStart<'a> = dyn Fn(&[CallPair]) -> Vec<u32> + 'a;
 
-/// The nesting, and with a segment's core and what earlier segments learned, what the
-/// segments learned up to this one.
+/// The nesting, and `learned` (what earlier segments learned, empty outside segments)
+/// with what this nesting learned added.
 fn nest_starting(
     trace: &Trace,
     options: &NestOptions,
     start: Option<&GivenStart<'_>>,
-    segment: Option<((Nanos, Nanos), Learned)>,
-) -> Result<(Nesting, Option<Learned>), NestError> {
-    let (core, mut learned) = match segment {
-        Some((core, learned)) => (Some(core), Some(learned)),
-        None => (None, None),
-    };
+    core: Option<(Nanos, Nanos)>,
+    mut learned: Learned,
+) -> Result<(Nesting, Learned), NestError> {
     validate(options)?;
     if trace.messages.is_empty() {
         return Err(NestError::NoMessages {
@@ -315,12 +311,9 @@ fn nest_starting(
         outgoing[p.caller.0 as usize].push(i as u32);
     }
     let lost = lost_shares(trace, &pairs, &in_core);
-    let carried: Vec<Option<joint::StartKind>> = match &learned {
-        Some(learned) => (0..node_count as u32)
-            .map(|node| learned.start_of(trace.node_name(crate::trace::NodeId(node))))
-            .collect(),
-        None => Vec::new(),
-    };
+    let carried: Vec<Option<joint::StartKind>> = (0..node_count as u32)
+        .map(|node| learned.start_of(trace.node_name(crate::trace::NodeId(node))))
+        .collect();
     let whole = WholeTrace {
         trace,
         pairs: &pairs,
@@ -342,12 +335,10 @@ fn nest_starting(
         })
         .collect();
     drop((incoming, outgoing));
-    if let Some(learned) = &mut learned {
-        for (node, outcome) in per_node.iter().enumerate() {
-            if let Some(kind) = outcome.kept {
-                let name = trace.node_name(crate::trace::NodeId(node as u32));
-                learned.starts.insert(name.to_owned(), kind);
-            }
+    for (node, outcome) in per_node.iter().enumerate() {
+        if let Some(kind) = outcome.kept {
+            let name = trace.node_name(crate::trace::NodeId(node as u32));
+            learned.starts.insert(name.to_owned(), kind);
         }
     }
 

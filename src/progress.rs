@@ -22,6 +22,12 @@ impl Progress {
             .filter_map(|p| std::fs::metadata(p.as_ref()).ok())
             .map(|m| m.len())
             .sum();
+        Progress::over(what, total, show)
+    }
+
+    /// A bar over `total` bytes, labelled `what`, drawn when `show` and stderr is a
+    /// terminal; the reader tells it what it read ([`Progress::advance`]).
+    pub fn over(what: &str, total: u64, show: bool) -> Progress {
         if !show || total == 0 {
             return Progress::hidden();
         }
@@ -47,6 +53,11 @@ impl Progress {
     /// `reader`, advancing the bar by what is read from it.
     pub fn wrap<R: Read>(&self, reader: R) -> impl Read {
         self.bar.wrap_read(reader)
+    }
+
+    /// Advances the bar by `bytes` read.
+    pub fn advance(&self, bytes: u64) {
+        self.bar.inc(bytes);
     }
 
     /// Removes the bar once reading is done.

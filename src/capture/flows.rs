@@ -18,7 +18,7 @@ const MAX_HELD_SEGMENTS: usize = 256;
 
 /// A message cut from a connection, with its endpoints as indices into
 /// [`Flows::endpoints`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct CaptureMessage {
     /// The client's endpoint.
     pub client: u32,

@@ -1,4 +1,4 @@
-//! A capture's message ends written as text trace lines as they are cut, for nesting
+//! A capture's message ends written as text trace lines, batch by batch, for nesting
 //! captures too long to hold ([`crate::streaming`]): the same node names, ends, call
 //! ids, operations, statuses and request ids [`super::add_to_trace`] gives the
 //! builder, in the reference clock. Owns only the writing; naming and the end rule are

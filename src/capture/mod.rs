@@ -13,6 +13,7 @@ pub mod file;
 pub mod flows;
 pub mod lines;
 pub mod protocol;
+pub mod spill;
 pub mod stats;
 pub mod write;
 
@@ -100,9 +101,6 @@ pub struct CaptureOptions {
     /// capture, so both keep the same segments: a sample that bounds memory on long
     /// captures ([`crate::streaming`]).
     pub stamp_sample: u64,
-    /// Count the messages but keep none: a first pass that only decides addresses and
-    /// gathers stamps ([`crate::streaming`]).
-    pub discard_messages: bool,
 }
 
 /// Whether a file starts with a pcap or pcapng magic number.
@@ -232,10 +230,7 @@ pub fn read_capture<R: Read + Send>(
     input: R,
     options: &CaptureOptions,
 ) -> Result<HostCapture, CaptureError> {
-    match options.discard_messages {
-        true => read_capture_into(path, host, input, options, Some(&mut |_: &MessageBatch| {})),
-        false => read_capture_into(path, host, input, options, None),
-    }
+    read_capture_into(path, host, input, options, None)
 }
 
 /// Messages a capture's flows cut, with the tables their indexes point into.

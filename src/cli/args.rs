@@ -377,13 +377,14 @@ pub(super) struct NestArgs {
     #[arg(long, value_name = "CALL")]
     pub(super) explain: Option<String>,
 
-    /// Nest text traces longer than N lines in segments, in bounded memory (0: never)
+    /// Nest traces longer than N lines in segments, in bounded memory (0: never)
     ///
     /// A text trace of more than N lines is read in time order and nested in segments
     /// of about N lines, each with a margin of twice the longest call on either side:
-    /// memory stays bounded however long the trace. Captures larger than 4 KB per line
-    /// (8 GB at the default) are read twice, once for addresses and clocks, once to
-    /// nest them the same way. Percentiles of patterns with more than 512 requests are
+    /// memory stays bounded however long the trace. Captures of more than N message
+    /// ends are nested the same way: read once for addresses and clocks, their
+    /// messages kept on disk meanwhile (in TMPDIR, about 5% of the captures' size).
+    /// Percentiles of patterns with more than 512 requests are
     /// then within 0.1%. --html, --otlp, --assignments, --explain, --window and
     /// --repair need every call held at once and read the whole trace. 0 always reads
     /// the whole trace.

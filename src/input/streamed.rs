@@ -1,19 +1,25 @@
-//! Captures too long to hold, nested in segments ([`crate::streaming`]), in two passes
-//! over the files. The first decides each host's own addresses and gathers a sample
-//! of the TCP segments both ends saw, keeping no message, and aligns the clocks. The
-//! second writes each capture's message ends as text lines in the reference clock
+//! Captures too long to hold, nested in segments ([`crate::streaming`]). One pass
+//! over the files decides each host's own addresses, gathers a sample of the TCP
+//! segments both ends saw, and keeps every message on disk ([`crate::capture::spill`]),
+//! none in memory; the clocks are aligned on the sample. Then each capture's messages
+//! are replayed from disk and written as text lines in the reference clock
 //! ([`crate::capture::lines`]), on a thread per capture, and the streaming nesting
-//! merges them by time as it reads them. Owns the two passes and when captures stream;
-//! not the lines nor the segments.
+//! merges them by time as it reads them. Captures that turn out to hold no more than a
+//! segment take their messages back and are nested whole. Owns the pass, the replay
+//! and when captures stream; not the lines, the file's format nor the segments.
 
 use super::source::Source;
+use super::source::SourceError;
 use super::InputOptions;
-use super::{empty_input, progress_over, read_captures, report_captures, Input, InputError};
+use super::{add_captures, empty_input, finish, progress_over, report_captures, Input, InputError};
 use crate::align;
+use crate::capture::spill::{SpillWriter, Spilled};
 use crate::capture::{self, lines::LineWriter, MessageBatch};
 use crate::nesting::NestOptions;
+use crate::progress::Progress;
 use crate::streaming::{self, Outcome, StreamOptions, TextInput};
-use crate::trace::Nanos;
+use crate::trace::{Nanos, Trace, TraceBuilder};
+use rayon::prelude::*;
 use std::io::Read;
 use std::sync::mpsc::{sync_channel, Receiver};
 
@@ -21,16 +27,18 @@ use std::sync::mpsc::{sync_channel, Receiver};
 /// larger than this many bytes per `--segment-lines` line (8 GB at the default) is
 /// nested in segments. HTTP/1.1 captures hold about a line per KB, so below this a
 /// capture set comes to a few segments, and the whole trace needs under 2 GB: there
-/// reading every capture twice costs more time than its memory saves
-/// (docs/scale-out.md).
+/// each segment's margins and settling cost more time than its memory saves (the 6.6 GB
+/// capture set of docs/scale-out.md took 96 s in three segments, 85 s whole).
 pub const BYTES_PER_LINE: u64 = 4096;
 
 /// TCP segments stamped for the clock alignment, at most, over all captures: a sample
 /// chosen by key, so that both ends keep the same ones.
 pub const STAMPS: f64 = 4.0e6;
 
-/// Whether these captures are nested in segments: files (standard input cannot be
-/// read twice), nodes named by host, and more bytes than a segment's lines.
+/// Whether these captures are nested in segments: files (the size of standard input is
+/// not known before it is read), nodes named by host, no repair, and more bytes than a
+/// segment's lines. Captures that hold no more message ends than a segment's lines are
+/// still nested whole ([`nest_captures`]).
 pub fn streams(sources: &[Source], options: &InputOptions, stream: StreamOptions) -> bool {
     let sizes: Option<Vec<u64>> = sources.iter().map(Source::stored_size).collect();
     !sources.is_empty()
@@ -41,7 +49,8 @@ pub fn streams(sources: &[Source], options: &InputOptions, stream: StreamOptions
 }
 
 /// [`streams`] for the captures of an input already read whole (`eval`, which scores
-/// what `nest` makes of the same files): only captures, and as large.
+/// what `nest` makes of the same files): only captures, as large, and with more message
+/// ends than a segment's lines.
 pub fn streamed_as_read(input: &Input, options: &InputOptions, stream: StreamOptions) -> bool {
     let sizes: Option<Vec<u64>> = input
         .captures
@@ -50,6 +59,7 @@ pub fn streamed_as_read(input: &Input, options: &InputOptions, stream: StreamOpt
         .collect();
     !input.captures.is_empty()
         && input.trace.stats.lines == 0
+        && input.trace.stats.observations > stream.segment_lines as u64
         && streams_by_size(sizes.map_or(0, |sizes| sizes.iter().sum()), options, stream)
 }
 
@@ -60,10 +70,10 @@ fn streams_by_size(bytes: u64, options: &InputOptions, stream: StreamOptions) ->
         && bytes > stream.segment_lines as u64 * BYTES_PER_LINE
 }
 
-/// Reads the captures twice and nests them in segments. The input report (per
-/// capture, the alignment, the warnings) is the first pass's; its trace holds no
-/// message unless the captures came to one segment (then it holds them all, and the
-/// outcome's is empty).
+/// Reads the captures once and nests them in segments, or whole if they hold no more
+/// message ends than a segment's lines. The input report (per capture, the alignment,
+/// the warnings) is the first pass's; its trace holds no message unless the captures
+/// were nested whole (then it holds them all, and the outcome's is empty).
 pub fn nest_captures(
     sources: Vec<Source>,
     options: &InputOptions,
@@ -72,17 +82,30 @@ pub fn nest_captures(
 ) -> Result<(Input, Outcome), InputError> {
     let total: u64 = sources.iter().filter_map(Source::stored_size).sum();
     let mut first = options.capture.clone();
-    first.discard_messages = true;
     first.clock_stamps = options.align.is_some() && sources.len() > 1;
     // About 150 bytes a packet: keep STAMPS of the segments, at most.
     let share = (STAMPS / (total as f64 / 150.0).max(1.0)).min(1.0);
     first.stamp_sample = (u64::MAX as f64 * share) as u64;
-    let read = read_captures(sources, &first, options.progress)?;
+    let (mut read, spilled) = read_and_spill(sources, &first, options.progress)?;
+    let lines: usize = read.iter().map(capture::HostCapture::messages).sum();
+    if lines <= stream.segment_lines {
+        // One segment: the messages back in memory, and the trace built as when the
+        // captures are read whole, by the same code.
+        for (host, spilled) in read.iter_mut().zip(spilled) {
+            host.restore(spilled)
+                .map_err(|source| spill_error(&host.path, source))?;
+        }
+        let mut builder = TraceBuilder::new();
+        let mut input = empty_input();
+        add_captures(read, options, &mut builder, &mut input);
+        return Ok((
+            finish(builder, options, input),
+            Outcome::Whole(Trace::default()),
+        ));
+    }
     let method = options.align.filter(|_| read.len() > 1);
     let alignment = method.map(|method| align::align_with(&read, method, options.least_squares));
     let names = capture::node_names(&read, &options.capture);
-    let mut second = options.capture.clone();
-    second.clock_stamps = false;
     let clocks: Vec<Box<dyn Fn(Nanos) -> Nanos + Sync>> = (0..read.len())
         .map(|index| -> Box<dyn Fn(Nanos) -> Nanos + Sync> {
             match &alignment {
@@ -91,23 +114,18 @@ pub fn nest_captures(
             }
         })
         .collect();
-    // Each file told apart once more, to be opened again: gzip'd or not.
-    let sources = read
-        .iter()
-        .map(|host| Source::sniff(&host.path))
-        .collect::<Result<Vec<_>, _>>()?;
-    let progress = progress_over("nesting captures", &sources, options.progress);
+    let spilled_bytes = spilled.iter().map(Spilled::bytes).sum();
+    let progress = Progress::over("nesting captures", spilled_bytes, options.progress);
     let mut outcome = std::thread::scope(|scope| -> Result<Outcome, InputError> {
         let mut inputs = Vec::new();
         let mut writers = Vec::new();
-        for ((host, clock), source) in read.iter().zip(&clocks).zip(sources) {
+        for ((host, clock), spilled) in read.iter().zip(&clocks).zip(spilled) {
             // A few blocks of lines per capture in flight: the merge reads them in time
             // order, so memory stays bounded whichever capture is ahead.
             let (send, receive) = sync_channel::<Vec<u8>>(4);
-            let (names, second, progress) = (&names, &second, &progress);
+            let (names, truth, progress) = (&names, &options.capture.truth, &progress);
             writers.push(scope.spawn(move || -> Result<(), InputError> {
-                let reader = source.open(progress)?;
-                let mut writer = LineWriter::new(host, names, &second.truth, clock.as_ref());
+                let mut writer = LineWriter::new(host, names, truth, clock.as_ref());
                 let mut block = Vec::with_capacity(BLOCK);
                 let mut sink = |batch: &MessageBatch<'_>| {
                     writer.write(batch, &mut block);
@@ -116,13 +134,9 @@ pub fn nest_captures(
                         let _ = send.send(std::mem::replace(&mut block, Vec::with_capacity(BLOCK)));
                     }
                 };
-                capture::read_capture_into(
-                    &host.path,
-                    host.host.clone(),
-                    reader,
-                    second,
-                    Some(&mut sink),
-                )?;
+                spilled
+                    .replay(&mut sink, &|bytes| progress.advance(bytes))
+                    .map_err(|source| spill_error(&host.path, source))?;
                 let _ = send.send(block);
                 Ok(())
             }));
@@ -154,6 +168,52 @@ pub fn nest_captures(
         input.trace = std::mem::take(trace);
     }
     Ok((input, outcome))
+}
+
+/// The first pass: reads every capture (in parallel), keeping each one's messages on
+/// disk ([`capture::spill`]) and its stamps for the alignment, and decides each one's
+/// own addresses.
+fn read_and_spill(
+    sources: Vec<Source>,
+    options: &capture::CaptureOptions,
+    progress: bool,
+) -> Result<(Vec<capture::HostCapture>, Vec<Spilled>), InputError> {
+    let progress = progress_over("reading captures", &sources, progress);
+    let opened = sources
+        .into_iter()
+        .map(|source| Ok((source.path.clone(), source.open(&progress)?)))
+        .collect::<Result<Vec<_>, SourceError>>()?;
+    let read = opened
+        .into_par_iter()
+        .map(|(path, input)| {
+            let mut spill = SpillWriter::new().map_err(|source| spill_error(&path, source))?;
+            // The sink cannot fail the read: the first error is kept and told after.
+            let mut failed = None;
+            let mut sink = |batch: &MessageBatch<'_>| {
+                if failed.is_none() {
+                    failed = spill.write(batch).err();
+                }
+            };
+            let host = capture::host_name(&path, options);
+            let read = capture::read_capture_into(&path, host, input, options, Some(&mut sink))?;
+            match failed {
+                Some(source) => Err(spill_error(&path, source)),
+                None => Ok((read, spill.finish().map_err(|e| spill_error(&path, e))?)),
+            }
+        })
+        .collect::<Result<Vec<_>, InputError>>()?;
+    progress.finish();
+    let (mut read, spilled): (Vec<_>, Vec<_>) = read.into_iter().unzip();
+    capture::decide_local_addresses(&mut read, &options.names);
+    Ok((read, spilled))
+}
+
+fn spill_error(capture: &std::path::Path, source: std::io::Error) -> InputError {
+    InputError::Spill {
+        capture: capture.to_path_buf(),
+        directory: std::env::temp_dir(),
+        source,
+    }
 }
 
 /// Bytes of lines a capture's writer hands on at a time.

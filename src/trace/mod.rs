@@ -14,7 +14,9 @@ pub use time::Nanos;
 use rayon::slice::ParallelSliceMut;
 
 /// What a message means to the RPC model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Kind {
     /// A request from a caller to a callee.
     Call,
@@ -76,7 +78,19 @@ impl PropagatedId {
 }
 
 /// How a call's answer ended, as its protocol tells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum Status {
     /// The protocol does not say, or the answer was not read.
     #[default]

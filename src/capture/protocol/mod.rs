@@ -32,7 +32,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// Which end of a connection sent some bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Side {
     /// The end that opened the connection (or sent the request).
     Client,
@@ -42,7 +44,9 @@ pub enum Side {
 
 /// What ties a return to its call; the same at both ends of a message, so it can name
 /// the call in the trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum CallKey {
     /// The TCP sequence number of the request's first byte.
     Seq(u32),
@@ -66,7 +70,7 @@ impl fmt::Display for CallKey {
 }
 
 /// One message cut out of a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Framed {
     /// Who sent it.
     pub from: Side,
@@ -106,7 +110,9 @@ impl Framed {
 
 /// A propagated id's index in the ids a capture's framers found
 /// ([`Output::propagated`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Propagated(pub u32);
 
 impl Propagated {
@@ -116,7 +122,9 @@ impl Propagated {
 
 /// An operation name's index in the names a capture's framers gave
 /// ([`Output::operations`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Operation(pub u32);
 
 impl Operation {
@@ -269,7 +277,9 @@ pub struct Label<'b> {
 }
 
 /// The protocols a connection or port can be read as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum ProtocolName {
     /// Generic request/response by turns on TCP.
     Tcp,

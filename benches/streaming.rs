@@ -7,7 +7,7 @@
 //! Then the same for a capture set (`BLACKBOX_STREAM_CAPTURES`, a directory of one
 //! capture per host, e.g. `target/bench-captures/multitier-1100mb` as `cargo bench
 //! --bench capture` makes it, or bigger with `BLACKBOX_CAPTURE_MB`): nested in
-//! segments (two passes over the files) and whole.
+//! segments (read once, their messages kept on disk) and whole.
 //!
 //! `cargo bench --bench streaming` — generates the traces once with maketrace (cached
 //! under `target/bench-traces/`, 6.4 GB for 100 M messages), then prints one line per

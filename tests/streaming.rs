@@ -301,3 +301,27 @@ fn captures_in_segments_are_read_once_and_count_every_call_once() {
         ],
     );
 }
+
+#[test]
+fn a_temporary_directory_that_cannot_keep_the_messages_is_named() {
+    // Captures in segments keep their messages in TMPDIR between reading and nesting:
+    // where it cannot, the error names the capture and the directory, and no output is
+    // half written.
+    let mut nest = blackbox();
+    nest.env("TMPDIR", "/nonexistent/blackbox-tmp")
+        .args(["nest", "-q", "--segment-lines", "700"])
+        .args(support::shop_captures());
+    let output = nest.output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let err = String::from_utf8(output.stderr).unwrap();
+    support::assert_contains_all(
+        &err,
+        &[
+            "cannot keep the messages of ",
+            ".pcap",
+            "on disk in /nonexistent/blackbox-tmp (TMPDIR chooses the directory)",
+        ],
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

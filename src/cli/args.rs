@@ -381,11 +381,11 @@ pub(super) struct NestArgs {
     ///
     /// A text trace of more than N lines is read in time order and nested in segments
     /// of about N lines, each with a margin of twice the longest call on either side:
-    /// memory stays bounded however long the trace. Captures of more than N message
-    /// ends are nested the same way: read once for addresses and clocks, their
-    /// messages kept on disk meanwhile (in TMPDIR, about 5% of the captures' size).
-    /// Percentiles of patterns with more than 512 requests are
-    /// then within 0.1%. --html, --otlp, --assignments, --explain, --window and
+    /// memory stays bounded however long the trace. Captures larger than 4 KB per line
+    /// (8 GB at the default) with more than N message ends are nested the same way:
+    /// read once for addresses and clocks, their messages kept on disk meanwhile (in
+    /// TMPDIR, about 41 bytes a message end). Percentiles of patterns with more than
+    /// 512 requests are then within 0.1%. --html, --otlp, --assignments, --explain, --window and
     /// --repair need every call held at once and read the whole trace. 0 always reads
     /// the whole trace.
     #[arg(long, value_name = "N", default_value_t = blackbox::streaming::SEGMENT_LINES, help_heading = "Advanced")]

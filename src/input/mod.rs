@@ -60,7 +60,7 @@ pub enum InputError {
     #[error("no messages to work on: {0}")]
     NoMessages(String),
     /// Captures nested in segments: a capture's messages could not be kept on disk
-    /// between the two passes ([`streamed`]).
+    /// between reading and nesting ([`streamed`]).
     #[error(
         "cannot keep the messages of {} on disk in {} (TMPDIR chooses the directory)",
         capture.display(),

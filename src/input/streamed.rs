@@ -27,8 +27,9 @@ use std::sync::mpsc::{sync_channel, Receiver};
 /// larger than this many bytes per `--segment-lines` line (8 GB at the default) is
 /// nested in segments. HTTP/1.1 captures hold about a line per KB, so below this a
 /// capture set comes to a few segments, and the whole trace needs under 2 GB: there
-/// each segment's margins and settling cost more time than its memory saves (the 6.6 GB
-/// capture set of docs/scale-out.md took 96 s in three segments, 85 s whole).
+/// each segment's learning its model again costs more time than its memory saves (the
+/// 6.6 GB capture set of docs/scale-out.md took 83 to 96 s in three segments, 78 to 85 s
+/// whole).
 pub const BYTES_PER_LINE: u64 = 4096;
 
 /// TCP segments stamped for the clock alignment, at most, over all captures: a sample

@@ -51,6 +51,20 @@ pub enum CaptureError {
         /// Why.
         reason: String,
     },
+    /// Its messages could not be kept on disk ([`CaptureOptions::spill_messages`]).
+    #[error(
+        "cannot keep the messages of {} on disk in {} (TMPDIR chooses the directory)",
+        path.display(),
+        directory.display()
+    )]
+    Spill {
+        /// The capture.
+        path: PathBuf,
+        /// Where they were being kept.
+        directory: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A names or truth file has a bad line.
     #[error("{}:{line}: {problem}", path.display())]
     Names {
@@ -101,6 +115,9 @@ pub struct CaptureOptions {
     /// capture, so both keep the same segments: a sample that bounds memory on long
     /// captures ([`crate::streaming`]).
     pub stamp_sample: u64,
+    /// Keep the messages on disk ([`spill`]) instead of in memory: the one pass over
+    /// captures nested in segments ([`crate::input::streamed`]).
+    pub spill_messages: bool,
 }
 
 /// Whether a file starts with a pcap or pcapng magic number.
@@ -148,6 +165,8 @@ pub struct HostCapture {
     operations: Vec<String>,
     /// Propagated ids, by the index the messages carry.
     propagated: Vec<String>,
+    /// The messages, when they were kept on disk instead.
+    spilled: Option<spill::Spilled>,
 }
 
 /// The TCP segments from one address to another in one capture, for finding the same
@@ -230,7 +249,23 @@ pub fn read_capture<R: Read + Send>(
     input: R,
     options: &CaptureOptions,
 ) -> Result<HostCapture, CaptureError> {
-    read_capture_into(path, host, input, options, None)
+    if !options.spill_messages {
+        return read_capture_into(path, host, input, options, None);
+    }
+    let mut spill = spill::SpillWriter::new().map_err(|e| spill::error(path, e))?;
+    // The sink cannot fail the read: the first error is kept and told after.
+    let mut failed = None;
+    let mut sink = |batch: &MessageBatch<'_>| {
+        if failed.is_none() {
+            failed = spill.write(batch).err();
+        }
+    };
+    let mut read = read_capture_into(path, host, input, options, Some(&mut sink))?;
+    if let Some(source) = failed {
+        return Err(spill::error(path, source));
+    }
+    read.spilled = Some(spill.finish().map_err(|e| spill::error(path, e))?);
+    Ok(read)
 }
 
 /// Messages a capture's flows cut, with the tables their indexes point into.
@@ -321,6 +356,7 @@ pub fn read_capture_into<R: Read + Send>(
         messages: followed.messages,
         operations: followed.operations,
         propagated: followed.propagated,
+        spilled: None,
     })
 }
 

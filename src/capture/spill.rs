@@ -7,11 +7,12 @@
 //! the order they were cut, with the same tables. Owns the file's format (postcard
 //! blocks, each after its length); not the messages' meaning nor where they go.
 
-use super::{CaptureMessage, MessageBatch};
+use super::{CaptureError, CaptureMessage, HostCapture, MessageBatch};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::net::SocketAddr;
+use std::path::Path;
 
 /// One batch as written: only what is new in the tables.
 #[derive(Serialize)]
@@ -146,15 +147,35 @@ impl Spilled {
     }
 }
 
-impl super::HostCapture {
-    /// Takes its messages back from `spilled`, as if it had kept them when read (the
-    /// tables it kept already): the captures came to one segment, and are nested whole.
-    pub fn restore(&mut self, spilled: Spilled) -> io::Result<()> {
+/// The error of a capture whose messages could not be kept or read back.
+pub fn error(path: &Path, source: io::Error) -> CaptureError {
+    CaptureError::Spill {
+        path: path.to_path_buf(),
+        directory: std::env::temp_dir(),
+        source,
+    }
+}
+
+impl HostCapture {
+    /// The messages kept on disk, to be replayed, if they were
+    /// ([`super::CaptureOptions::spill_messages`]); the capture keeps none then.
+    pub fn take_spilled(&mut self) -> Option<Spilled> {
+        self.spilled.take()
+    }
+
+    /// Takes its messages back from disk, as if it had kept them when read (the tables
+    /// it kept already): the captures came to one segment, and are nested whole.
+    pub fn restore(&mut self) -> Result<(), CaptureError> {
+        let Some(spilled) = self.spilled.take() else {
+            return Ok(());
+        };
         let mut messages = Vec::with_capacity(self.message_count);
-        spilled.replay(
-            &mut |batch| messages.extend_from_slice(batch.messages),
-            &|_| {},
-        )?;
+        spilled
+            .replay(
+                &mut |batch| messages.extend_from_slice(batch.messages),
+                &|_| {},
+            )
+            .map_err(|e| error(&self.path, e))?;
         self.messages = messages;
         Ok(())
     }
@@ -248,18 +269,14 @@ mod tests {
         let options = crate::capture::CaptureOptions::default();
         let open = || std::fs::File::open(&path).unwrap();
         let whole = crate::capture::read_capture(&path, "app".into(), open(), &options).unwrap();
-        let mut spill = SpillWriter::new().unwrap();
-        let mut sink = |batch: &MessageBatch<'_>| spill.write(batch).unwrap();
-        let mut restored = crate::capture::read_capture_into(
-            &path,
-            "app".into(),
-            open(),
-            &options,
-            Some(&mut sink),
-        )
-        .unwrap();
+        let spilling = crate::capture::CaptureOptions {
+            spill_messages: true,
+            ..options.clone()
+        };
+        let mut restored =
+            crate::capture::read_capture(&path, "app".into(), open(), &spilling).unwrap();
         assert!(restored.messages.is_empty(), "nothing kept in memory");
-        restored.restore(spill.finish().unwrap()).unwrap();
+        restored.restore().unwrap();
         assert!(whole.messages.len() > 1000);
         assert_eq!(restored.messages.len(), whole.messages.len());
         for (a, b) in restored.messages.iter().zip(&whole.messages) {

@@ -59,21 +59,6 @@ pub enum InputError {
     /// The inputs were read and hold no message: nothing is left to work on.
     #[error("no messages to work on: {0}")]
     NoMessages(String),
-    /// Captures nested in segments: a capture's messages could not be kept on disk
-    /// between reading and nesting ([`streamed`]).
-    #[error(
-        "cannot keep the messages of {} on disk in {} (TMPDIR chooses the directory)",
-        capture.display(),
-        directory.display()
-    )]
-    Spill {
-        /// The capture being read.
-        capture: PathBuf,
-        /// Where they were being kept.
-        directory: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
     /// An output directory could not be made.
     #[error("cannot create {}", path.display())]
     CreateDir {

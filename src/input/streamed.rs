@@ -9,17 +9,15 @@
 //! and when captures stream; not the lines, the file's format nor the segments.
 
 use super::source::Source;
-use super::source::SourceError;
 use super::InputOptions;
-use super::{add_captures, empty_input, finish, progress_over, report_captures, Input, InputError};
+use super::{add_captures, empty_input, finish, read_captures, report_captures, Input, InputError};
 use crate::align;
-use crate::capture::spill::{SpillWriter, Spilled};
+use crate::capture::spill::Spilled;
 use crate::capture::{self, lines::LineWriter, MessageBatch};
 use crate::nesting::NestOptions;
 use crate::progress::Progress;
 use crate::streaming::{self, Outcome, StreamOptions, TextInput};
 use crate::trace::{Nanos, Trace, TraceBuilder};
-use rayon::prelude::*;
 use std::io::Read;
 use std::sync::mpsc::{sync_channel, Receiver};
 
@@ -87,14 +85,14 @@ pub fn nest_captures(
     // About 150 bytes a packet: keep STAMPS of the segments, at most.
     let share = (STAMPS / (total as f64 / 150.0).max(1.0)).min(1.0);
     first.stamp_sample = (u64::MAX as f64 * share) as u64;
-    let (mut read, spilled) = read_and_spill(sources, &first, options.progress)?;
+    first.spill_messages = true;
+    let mut read = read_captures(sources, &first, options.progress)?;
     let lines: usize = read.iter().map(capture::HostCapture::messages).sum();
     if lines <= stream.segment_lines {
         // One segment: the messages back in memory, and the trace built as when the
         // captures are read whole, by the same code.
-        for (host, spilled) in read.iter_mut().zip(spilled) {
-            host.restore(spilled)
-                .map_err(|source| spill_error(&host.path, source))?;
+        for host in &mut read {
+            host.restore()?;
         }
         let mut builder = TraceBuilder::new();
         let mut input = empty_input();
@@ -114,6 +112,10 @@ pub fn nest_captures(
                 None => Box::new(|t| t),
             }
         })
+        .collect();
+    let spilled: Vec<Spilled> = read
+        .iter_mut()
+        .map(|host| host.take_spilled().expect("every capture was spilled"))
         .collect();
     let spilled_bytes = spilled.iter().map(Spilled::bytes).sum();
     let progress = Progress::over("nesting captures", spilled_bytes, options.progress);
@@ -137,7 +139,7 @@ pub fn nest_captures(
                 };
                 spilled
                     .replay(&mut sink, &|bytes| progress.advance(bytes))
-                    .map_err(|source| spill_error(&host.path, source))?;
+                    .map_err(|source| capture::spill::error(&host.path, source))?;
                 let _ = send.send(block);
                 Ok(())
             }));
@@ -169,52 +171,6 @@ pub fn nest_captures(
         input.trace = std::mem::take(trace);
     }
     Ok((input, outcome))
-}
-
-/// The first pass: reads every capture (in parallel), keeping each one's messages on
-/// disk ([`capture::spill`]) and its stamps for the alignment, and decides each one's
-/// own addresses.
-fn read_and_spill(
-    sources: Vec<Source>,
-    options: &capture::CaptureOptions,
-    progress: bool,
-) -> Result<(Vec<capture::HostCapture>, Vec<Spilled>), InputError> {
-    let progress = progress_over("reading captures", &sources, progress);
-    let opened = sources
-        .into_iter()
-        .map(|source| Ok((source.path.clone(), source.open(&progress)?)))
-        .collect::<Result<Vec<_>, SourceError>>()?;
-    let read = opened
-        .into_par_iter()
-        .map(|(path, input)| {
-            let mut spill = SpillWriter::new().map_err(|source| spill_error(&path, source))?;
-            // The sink cannot fail the read: the first error is kept and told after.
-            let mut failed = None;
-            let mut sink = |batch: &MessageBatch<'_>| {
-                if failed.is_none() {
-                    failed = spill.write(batch).err();
-                }
-            };
-            let host = capture::host_name(&path, options);
-            let read = capture::read_capture_into(&path, host, input, options, Some(&mut sink))?;
-            match failed {
-                Some(source) => Err(spill_error(&path, source)),
-                None => Ok((read, spill.finish().map_err(|e| spill_error(&path, e))?)),
-            }
-        })
-        .collect::<Result<Vec<_>, InputError>>()?;
-    progress.finish();
-    let (mut read, spilled): (Vec<_>, Vec<_>) = read.into_iter().unzip();
-    capture::decide_local_addresses(&mut read, &options.names);
-    Ok((read, spilled))
-}
-
-fn spill_error(capture: &std::path::Path, source: std::io::Error) -> InputError {
-    InputError::Spill {
-        capture: capture.to_path_buf(),
-        directory: std::env::temp_dir(),
-        source,
-    }
 }
 
 /// Bytes of lines a capture's writer hands on at a time.

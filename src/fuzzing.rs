@@ -65,15 +65,32 @@ pub fn source(data: &[u8]) {
     let _ = std::io::copy(&mut stream, &mut std::io::sink());
 }
 
-/// Reads `data` as an mbox and writes the resulting trace. Panics only on a bug.
+/// Reads `data` as an mbox, writes the resulting trace, and reads it back; builds the
+/// true chains of its emails as `eval --convolve --mbox` does. Panics only on a bug.
 pub fn mbox(data: &[u8]) {
     let mut builder = TraceBuilder::new();
-    let stats = crate::trace::mbox::read(Path::new("fuzz.mbox"), data, &mut builder)
-        .expect("reading memory cannot fail");
+    let mut mail = Vec::new();
+    let stats = crate::trace::mbox::read_chains(
+        Path::new("fuzz.mbox"),
+        data,
+        &mut builder,
+        Some(&mut mail),
+    )
+    .expect("reading memory cannot fail");
     assert!(stats.hops <= stats.received_headers);
     let trace = builder.finish();
+    let chains = crate::eval::message_paths::chains_of_mail(&trace, &mail);
+    assert_eq!(
+        chains.instances,
+        mail.iter().filter(|m| !m.hops.is_empty()).count() as u64
+    );
     let mut written = Vec::new();
     text::write(&trace, &mut written).expect("writing to memory cannot fail");
+    // Every truth tag is one token the text trace reads back as written.
+    let mut again = TraceBuilder::new();
+    text::read(Path::new("fuzz.trace"), written.as_slice(), &mut again)
+        .expect("a written trace reads back");
+    assert_eq!(again.finish().messages.len(), trace.messages.len());
 }
 
 /// Reads `data` as a packet capture (of the host `fuzz`) and, if it is one, builds the

@@ -176,11 +176,95 @@ fn records_turns_an_mbox_into_hops_and_counts_what_it_skips() {
         .clone();
     assert_eq!(
         String::from_utf8(out).unwrap(),
-        "1047405602.000000 MSG_RECV mail.sender.net relay.example.org - mail1\n1047405605.000000 MSG_RECV relay.example.org mx.example.com - mail1\n"
+        "1047405602.000000 MSG_RECV mail.sender.net relay.example.org - hello.1@sender.net\n1047405605.000000 MSG_RECV relay.example.org mx.example.com - hello.1@sender.net\n"
     );
     blackbox()
         .args(["records", "--mbox", "no/such.mbox"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("no/such.mbox"));
+}
+
+#[test]
+fn eval_convolve_scores_paths_against_the_true_chains() {
+    let out = blackbox()
+        .args([
+            "eval",
+            "--convolve",
+            "--min-paths",
+            "100",
+            "--min-paths",
+            "200",
+            "--json",
+            "-",
+            "traces/freeform.trace",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "true chains: 422 instances, 422 runs of linked hops (0 instances cut",
+        ))
+        .stderr(predicate::str::contains(
+            "paths followed at least 100 times: 2 true: 2 found exactly, 0 only as the start of a longer path, 0 only inside one, 0 nowhere (0 false negatives); 2 reported, 0 followed by no chain (0 false positives)",
+        ))
+        .stderr(predicate::str::contains("292  exact    source->relay->processor->sink"))
+        .get_output()
+        .stdout
+        .clone();
+    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(json["algorithm"], "convolution");
+    let scores = json["scores"].as_array().unwrap();
+    // Thresholds highest first: at 200 only the 292-instance path is scored.
+    assert_eq!(scores[0]["min_count"], 200);
+    assert_eq!(scores[0]["true_paths"].as_array().unwrap().len(), 1);
+    assert_eq!(scores[1]["min_count"], 100);
+    assert_eq!(scores[1]["delays"], 3);
+    for hop in scores[1]["true_paths"][0]["delays"].as_array().unwrap() {
+        assert_eq!(hop["within"], true, "{hop}");
+    }
+}
+
+#[test]
+fn eval_convolve_reads_an_mbox_in_its_headers_order_and_refuses_no_truth() {
+    // One email, two hops: too few for any path, so its chain is found nowhere.
+    blackbox()
+        .args([
+            "eval",
+            "--convolve",
+            "--mbox",
+            "--min-paths",
+            "1",
+            "--quantum",
+            "1s",
+            "--max-delay",
+            "1h",
+            "tests/data/sample.mbox",
+        ])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "2 emails, 5 Received headers -> 2 hops",
+        ))
+        .stdout(predicate::str::contains(
+            "true chains: 1 instances, 1 runs of linked hops",
+        ))
+        .stdout(predicate::str::contains(
+            "1  nowhere  mail.sender.net->relay.example.org->mx.example.com",
+        ));
+    // A trace without truth tags has nothing to be scored against.
+    let dir = tempfile::tempdir().unwrap();
+    let untagged = dir.path().join("untagged.trace");
+    std::fs::write(&untagged, "1.0 MSG a b -\n2.0 MSG b c -\n").unwrap();
+    blackbox()
+        .args(["eval", "--convolve"])
+        .arg(&untagged)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no message carries a truth tag"));
+    // --mbox belongs to --convolve.
+    blackbox()
+        .args(["eval", "--mbox", "tests/data/sample.mbox"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--convolve"));
 }

@@ -178,6 +178,36 @@ pub(super) struct RecordsArgs {
 
 #[derive(Args)]
 pub(super) struct ConvolveArgs {
+    #[command(flatten)]
+    pub(super) settings: ConvolveSettings,
+
+    /// Show only the first N paths.
+    #[arg(long, value_name = "N", help_heading = "Output")]
+    pub(super) top: Option<usize>,
+
+    #[command(flatten)]
+    pub(super) graphs: GraphArgs,
+
+    /// Write the paths and counts as JSON to FILE (`-`: stdout, the table then goes to
+    /// stderr).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub(super) json: Option<PathBuf>,
+
+    /// Write a self-contained HTML report (`-`: stdout)
+    ///
+    /// Write a self-contained HTML report: the path table, each path drawn with the
+    /// delay spikes at each node, what was read and skipped, and the clock alignment
+    /// (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub(super) html: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub(super) input: InputArgs,
+}
+
+/// The convolution algorithm's settings, for `convolve` and `eval --convolve`.
+#[derive(Args)]
+pub(super) struct ConvolveSettings {
     /// Time quantum of the signals (seconds, or with a unit).
     #[arg(long, value_name = "DURATION", default_value = "0.01", value_parser = duration)]
     pub(super) quantum: Nanos,
@@ -238,35 +268,58 @@ pub(super) struct ConvolveArgs {
         help_heading = "Advanced"
     )]
     pub(super) max_correlations: u64,
+}
 
-    /// Show only the first N paths.
-    #[arg(long, value_name = "N", help_heading = "Output")]
-    pub(super) top: Option<usize>,
-
-    #[command(flatten)]
-    pub(super) graphs: GraphArgs,
-
-    /// Write the paths and counts as JSON to FILE (`-`: stdout, the table then goes to
-    /// stderr).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub(super) json: Option<PathBuf>,
-
-    /// Write a self-contained HTML report (`-`: stdout)
-    ///
-    /// Write a self-contained HTML report: the path table, each path drawn with the
-    /// delay spikes at each node, what was read and skipped, and the clock alignment
-    /// (`-`: stdout).
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub(super) html: Option<PathBuf>,
-
-    #[command(flatten)]
-    pub(super) input: InputArgs,
+impl ConvolveSettings {
+    pub(super) fn options(&self) -> blackbox::convolution::ConvolveOptions {
+        blackbox::convolution::ConvolveOptions {
+            quantum: self.quantum,
+            max_delay: self.max_delay,
+            spike_sigma: self.spike_sigma,
+            gap_sigma: self.gap_sigma,
+            variance: self.variance,
+            min_count: self.min_count,
+            max_depth: self.max_depth,
+            max_repeats: self.max_repeats,
+            max_correlations: self.max_correlations,
+            roots: self.root.clone(),
+        }
+    }
 }
 
 #[derive(Args)]
 pub(super) struct EvalArgs {
     #[command(flatten)]
     pub(super) input: InputArgs,
+
+    /// Score the convolution algorithm's paths against the true chains instead
+    ///
+    /// Score the convolution algorithm's paths (run with the settings below) against
+    /// the true chains: each instance's hops in time order, or with --mbox each email's
+    /// Received headers in their order, cut where a hop leaves another node than the one
+    /// the hop before reached. Per threshold: true paths found exactly, only as the
+    /// start of a longer path, inside one, or nowhere; reported paths no chain
+    /// followed; and at each hop of an exact one, the main delay spike against the true
+    /// median.
+    #[arg(long, help_heading = "Convolution (--convolve)", conflicts_with_all = ["truth", "against_ids", "start_from_truth"])]
+    pub(super) convolve: bool,
+
+    /// FILE is an mbox: score against its emails' own chains of Received headers.
+    #[arg(long, requires = "convolve", help_heading = "Convolution (--convolve)")]
+    pub(super) mbox: bool,
+
+    /// Score paths followed (true) or carried (reported) at least N times (repeatable;
+    /// default: --min-count).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "convolve",
+        help_heading = "Convolution (--convolve)"
+    )]
+    pub(super) min_paths: Vec<u64>,
+
+    #[command(flatten, next_help_heading = "Convolution (--convolve)")]
+    pub(super) convolution: ConvolveSettings,
 
     /// Score call by call against a file of true parents
     ///

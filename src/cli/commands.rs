@@ -6,7 +6,7 @@ use super::args::{
 };
 use anyhow::{Context, Result};
 use blackbox::align;
-use blackbox::convolution::{self, ConvolveOptions};
+use blackbox::convolution;
 use blackbox::eval::{self, calls, paths};
 use blackbox::exit::Usage;
 use blackbox::input::{self, source, Input};
@@ -85,18 +85,7 @@ pub(super) fn records(args: RecordsArgs) -> Result<()> {
 }
 
 pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
-    let options = ConvolveOptions {
-        quantum: args.quantum,
-        max_delay: args.max_delay,
-        spike_sigma: args.spike_sigma,
-        gap_sigma: args.gap_sigma,
-        variance: args.variance,
-        min_count: args.min_count,
-        max_depth: args.max_depth,
-        max_repeats: args.max_repeats,
-        max_correlations: args.max_correlations,
-        roots: args.root.clone(),
-    };
+    let options = args.settings.options();
     let main = MainOutput::of(
         &[
             ("--json", args.json.as_deref()),
@@ -134,6 +123,9 @@ pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
 pub(super) fn eval(args: EvalArgs) -> Result<()> {
     let options = args.algorithm.options();
     let main = MainOutput::of(&[("--json", args.json.as_deref())], &[], args.input.quiet)?;
+    if args.convolve {
+        return eval_convolution(&args, &main);
+    }
     let Loaded { mut input, .. } = load_inputs(&args.input)?;
     let files = &args.input.files;
     if args.against_ids {
@@ -201,6 +193,67 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
         }
     };
     if let Some(path) = &args.json {
+        write_out(Some(path), |w| {
+            serde_json::to_writer_pretty(&mut *w, &json)?;
+            writeln!(w)
+        })?;
+    }
+    Ok(())
+}
+
+/// `eval --convolve`: the convolution algorithm's paths against the true chains, at
+/// each threshold asked for.
+fn eval_convolution(args: &EvalArgs, main: &MainOutput) -> Result<()> {
+    let options = args.convolution.options();
+    let files = &args.input.files;
+    let (trace, chains) = if args.mbox {
+        let [path] = files.as_slice() else {
+            return Err(Usage(format!("--mbox reads one mbox file, not {}", files.len())).into());
+        };
+        let (trace, stats, mail) = input::read_mbox_chains(path)?;
+        if !args.input.quiet {
+            report::input::write_mbox(path, &stats, &mut io::stderr().lock())?;
+        }
+        let chains = eval::message_paths::chains_of_mail(&trace, &mail);
+        (trace, chains)
+    } else {
+        let Loaded { input, .. } = load_inputs(&args.input)?;
+        let chains = eval::message_paths::chains_by_time(&input.trace);
+        (input.trace, chains)
+    };
+    if chains.chains.is_empty() {
+        return Err(Usage(format!(
+            "{}: no message carries a truth tag (the sixth column, or an mbox's emails with --mbox): nothing to score against",
+            describe(files)
+        ))
+        .into());
+    }
+    let found = convolution::convolve(&trace, &options).with_context(|| describe(files))?;
+    if !args.input.quiet {
+        report::paths::write_summary(&trace, &found, &mut io::stderr().lock())?;
+    }
+    let mut thresholds = match args.min_paths.is_empty() {
+        true => vec![options.min_count],
+        false => args.min_paths.clone(),
+    };
+    thresholds.sort_unstable_by(|a, b| b.cmp(a));
+    thresholds.dedup();
+    let scores: Vec<eval::message_paths::PathScores> = thresholds
+        .iter()
+        .map(|&n| eval::message_paths::score_paths(&trace, &chains, &found, n, options.quantum))
+        .collect();
+    main.write(|w| report::evaluation::write_message_paths(&chains, &scores, options.quantum, w))?;
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "algorithm": "convolution",
+            "truth": if args.mbox { "mbox" } else { "truth column" },
+            "chains": {
+                "instances": chains.instances,
+                "runs": chains.chains.len(),
+                "cut": chains.cut,
+            },
+            "scores": scores,
+        });
         write_out(Some(path), |w| {
             serde_json::to_writer_pretty(&mut *w, &json)?;
             writeln!(w)

@@ -471,6 +471,26 @@ pub fn read_mbox(path: &Path) -> Result<(Trace, MboxStats), InputError> {
     Ok((builder.finish(), stats))
 }
 
+/// [`read_mbox`], and each email's chain of hops in the order of its Received headers,
+/// for scoring against them.
+pub fn read_mbox_chains(
+    path: &Path,
+) -> Result<(Trace, MboxStats, Vec<crate::trace::mbox::MailChain>), InputError> {
+    let file = std::fs::File::open(path).map_err(|source| text::TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut builder = TraceBuilder::new();
+    let mut chains = Vec::new();
+    let stats = crate::trace::mbox::read_chains(
+        path,
+        std::io::BufReader::with_capacity(1 << 20, file),
+        &mut builder,
+        Some(&mut chains),
+    )?;
+    Ok((builder.finish(), stats, chains))
+}
+
 /// One capture rewritten into the reference clock.
 #[derive(Debug, Clone)]
 pub struct Rewritten {

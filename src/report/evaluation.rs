@@ -2,8 +2,11 @@
 
 use crate::eval::calls::CallScores;
 use crate::eval::ids::IdScores;
+use crate::eval::message_paths::{Found, PathScores as MessagePathScores, TrueChains};
 use crate::eval::paths::{PathScores, TOLERANCES};
 use crate::eval::reliability::ConfidenceBucket;
+use crate::trace::time::human_duration;
+use crate::trace::Nanos;
 use std::io::{self, Write};
 
 /// How many correctly inferred patterns the latency table lists.
@@ -182,6 +185,74 @@ pub fn write_reliability(
             percent(bucket.right, bucket.calls),
             bucket.mean_confidence
         )?;
+    }
+    Ok(())
+}
+
+/// Writes the convolution's paths against the true chains: how the chains were cut,
+/// then per threshold the counts, every true path with where it was found (and each
+/// hop's main spike against the true median), and every reported path no chain took.
+pub fn write_message_paths(
+    chains: &TrueChains,
+    scores: &[MessagePathScores],
+    quantum: Nanos,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "true chains: {} instances, {} runs of linked hops ({} instances cut where a hop left another node than the one the hop before reached)",
+        chains.instances,
+        chains.chains.len(),
+        chains.cut
+    )?;
+    for s in scores {
+        let count = |found: Found| s.true_paths.iter().filter(|p| p.found == found).count();
+        writeln!(out)?;
+        writeln!(
+            out,
+            "paths followed at least {} times: {} true: {} found exactly, {} only as the start of a longer path, {} only inside one, {} nowhere ({} false negatives); {} reported, {} followed by no chain ({} false positives); main spikes within max({}, 10%) of the true median at {} of {} hops",
+            s.min_count,
+            s.true_paths.len(),
+            count(Found::Exact),
+            count(Found::Start),
+            count(Found::Inside),
+            count(Found::Nowhere),
+            s.false_negatives,
+            s.reported.len(),
+            s.false_positives,
+            s.false_positives,
+            human_duration(quantum as f64),
+            s.delays_within,
+            s.delays
+        )?;
+        for path in &s.true_paths {
+            let found = match path.found {
+                Found::Exact => "exact",
+                Found::Start => "start",
+                Found::Inside => "inside",
+                Found::Nowhere => "nowhere",
+            };
+            writeln!(out, "  {:>7}  {found:<7}  {}", path.count, path.signature)?;
+            for hop in &path.delays {
+                writeln!(
+                    out,
+                    "  {:>7}  {:<7}    at {}: spike {} against {} true{}",
+                    "",
+                    "",
+                    hop.node,
+                    human_duration(hop.found as f64),
+                    human_duration(hop.true_median as f64),
+                    if hop.within { "" } else { "  (off)" }
+                )?;
+            }
+        }
+        for path in s.reported.iter().filter(|p| p.taken_by == 0) {
+            writeln!(
+                out,
+                "  {:>7}  {:<7}  {}",
+                path.count, "false", path.signature
+            )?;
+        }
     }
     Ok(())
 }

@@ -63,7 +63,15 @@ pub fn write_mbox(path: &Path, stats: &MboxStats, out: &mut dyn Write) -> io::Re
         stats.unparseable_date,
         stats.generic_host,
         stats.missing_host
-    )
+    )?;
+    if stats.without_message_id + stats.repeated_message_id > 0 {
+        writeln!(
+            out,
+            "truth tags: {} emails without a Message-ID tagged by their number (mailN), {} repeating an earlier email's tagged #2, #3, ...",
+            stats.without_message_id, stats.repeated_message_id
+        )?;
+    }
+    Ok(())
 }
 
 /// Every warning, one per line.

@@ -3,9 +3,14 @@
 //! `by`, at the header's date, which the receiving host wrote. Owns mbox splitting,
 //! header unfolding and the reading of Received headers; what a hop means is the
 //! trace's. Every header that cannot be used is counted with its reason.
+//!
+//! Each hop's truth tag is its email's Message-ID, so that a trace made from mail can be
+//! scored against the emails' own chains of relays ([`MailChain`], in the order the
+//! headers tell, which the hops' times need not: relays' clocks disagree).
 
 use super::text::TraceError;
-use super::{End, Kind, Message, TraceBuilder};
+use super::{End, Kind, Message, Nanos, TraceBuilder};
+use hashbrown::HashMap;
 use std::io::BufRead;
 use std::path::Path;
 
@@ -25,14 +30,47 @@ pub struct MboxStats {
     pub generic_host: u64,
     /// Headers without both a `from` and a `by` host.
     pub missing_host: u64,
+    /// Emails without a Message-ID, tagged `mailN` by their number instead.
+    pub without_message_id: u64,
+    /// Emails whose Message-ID an earlier email had (a copy delivered again), tagged
+    /// with `#2`, `#3`, ... after it so that each copy is a chain of its own.
+    pub repeated_message_id: u64,
+}
+
+/// One email's usable hops, oldest first (the order its Received headers tell, read
+/// from the bottom): (sender, receiver, the receiver's time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailChain {
+    /// The truth tag its hops carry.
+    pub truth: String,
+    /// (from, by, time) per hop, oldest first.
+    pub hops: Vec<(String, String, Nanos)>,
+}
+
+/// One email's state while its headers are read.
+#[derive(Default)]
+struct Email {
+    /// Usable hops in header order (newest first).
+    hops: Vec<(String, String, Nanos)>,
+    message_id: Option<String>,
 }
 
 /// Reads an mbox into `builder`: one received-end observation per usable Received
-/// header, with the email's number as the truth tag (its path instance).
+/// header, with the email's Message-ID as the truth tag (its path instance).
 pub fn read(
+    path: &Path,
+    reader: impl BufRead,
+    builder: &mut TraceBuilder,
+) -> Result<MboxStats, TraceError> {
+    read_chains(path, reader, builder, None)
+}
+
+/// [`read`], and each email's chain of hops in header order into `chains`, if given.
+pub fn read_chains(
     path: &Path,
     mut reader: impl BufRead,
     builder: &mut TraceBuilder,
+    mut chains: Option<&mut Vec<MailChain>>,
 ) -> Result<MboxStats, TraceError> {
     let mut stats = MboxStats::default();
     let mut line = Vec::new();
@@ -40,6 +78,8 @@ pub fn read(
     let mut previous_blank = true;
     let mut header = String::new();
     let mut line_no = 0u64;
+    let mut email = Email::default();
+    let mut seen_ids: HashMap<String, u64> = HashMap::new();
     loop {
         line.clear();
         let n = reader
@@ -58,8 +98,16 @@ pub fn read(
             header.push_str(text.trim());
         } else {
             if !header.is_empty() {
-                hop(&header, stats.emails, builder, &mut stats);
+                read_header(&header, &mut email, &mut stats);
                 header.clear();
+            }
+            // An email ends where the next begins, or at the end of the file.
+            if (n == 0 || separator) && stats.emails > 0 {
+                let email = std::mem::take(&mut email);
+                let chain = push_email(email, stats.emails, &mut seen_ids, builder, &mut stats);
+                if let Some(chains) = chains.as_deref_mut() {
+                    chains.push(chain);
+                }
             }
             if n == 0 {
                 break;
@@ -80,13 +128,79 @@ pub fn read(
     Ok(stats)
 }
 
-/// Adds the hop of one unfolded header line, if it is a usable Received header.
-fn hop(header: &str, email: u64, builder: &mut TraceBuilder, stats: &mut MboxStats) {
+/// Writes one email's hops with its truth tag, and returns its chain: the tag is the
+/// Message-ID (its first word, without angle brackets), `#k` after it for the k-th
+/// email with the same one, `mailN` (the email's number) without one.
+fn push_email(
+    email: Email,
+    number: u64,
+    seen_ids: &mut HashMap<String, u64>,
+    builder: &mut TraceBuilder,
+    stats: &mut MboxStats,
+) -> MailChain {
+    let truth = match email.message_id {
+        Some(id) => {
+            let copies = seen_ids.entry(id.clone()).or_insert(0);
+            *copies += 1;
+            if *copies == 1 {
+                id
+            } else {
+                stats.repeated_message_id += 1;
+                format!("{id}#{copies}")
+            }
+        }
+        None => {
+            stats.without_message_id += 1;
+            format!("mail{number}")
+        }
+    };
+    let tag = builder.truth(&truth);
+    let mut hops = email.hops;
+    hops.reverse();
+    for (from, by, time) in &hops {
+        let (sender, receiver) = (builder.node(from), builder.node(by));
+        let call_id = builder.call_id("-");
+        builder.push(Message::observed(
+            End::Received,
+            *time,
+            Kind::Free,
+            sender,
+            receiver,
+            call_id,
+            tag,
+        ));
+        stats.hops += 1;
+    }
+    MailChain { truth, hops }
+}
+
+/// Reads one unfolded header line into the email: its Message-ID, or a hop if it is a
+/// usable Received header.
+fn read_header(header: &str, email: &mut Email, stats: &mut MboxStats) {
     let Some((name, value)) = header.split_once(':') else {
         return;
     };
-    if !name.trim().eq_ignore_ascii_case("received") {
+    if name.trim().eq_ignore_ascii_case("message-id") {
+        // A token without spaces, as the trace's columns need: the first word.
+        let id = value
+            .split_whitespace()
+            .next()
+            .map(|w| w.trim_matches(|c| c == '<' || c == '>'))
+            .filter(|w| !w.is_empty());
+        if email.message_id.is_none() {
+            email.message_id = id.map(as_token);
+        }
         return;
+    }
+    if let Some(hop) = hop(name, value, stats) {
+        email.hops.push(hop);
+    }
+}
+
+/// The hop of one header, if it is a usable Received header: (from, by, time).
+fn hop(name: &str, value: &str, stats: &mut MboxStats) -> Option<(String, String, Nanos)> {
+    if !name.trim().eq_ignore_ascii_case("received") {
+        return None;
     }
     stats.received_headers += 1;
     let (route, date) = match value.rsplit_once(';') {
@@ -95,11 +209,11 @@ fn hop(header: &str, email: u64, builder: &mut TraceBuilder, stats: &mut MboxSta
     };
     let (Some(from), Some(by)) = (host_after(route, "from"), host_after(route, "by")) else {
         stats.missing_host += 1;
-        return;
+        return None;
     };
     if is_generic(&from) || is_generic(&by) {
         stats.generic_host += 1;
-        return;
+        return None;
     }
     // The parser is lenient (it reads "someday soon" as a date): ask for a clock time and
     // a four-digit year first.
@@ -107,33 +221,30 @@ fn hop(header: &str, email: u64, builder: &mut TraceBuilder, stats: &mut MboxSta
         && date
             .split_whitespace()
             .any(|w| w.len() == 4 && w.parse::<u32>().is_ok_and(|y| y >= 1970));
-    let Ok(seconds) = mailparse::dateparse(date).map_err(|_| ()).and_then(|s| {
-        if plausible {
-            Ok(s)
-        } else {
-            Err(())
+    let time = mailparse::dateparse(date)
+        .ok()
+        .filter(|_| plausible)
+        .and_then(|seconds| seconds.checked_mul(1_000_000_000));
+    let Some(time) = time else {
+        stats.unparseable_date += 1;
+        return None;
+    };
+    Some((from, by, time))
+}
+
+/// A Message-ID as a trace's truth token: `%`, `=` and `#` percent-encoded, since the
+/// text trace reads a token with `=` as a key and one starting with `#` as a comment.
+fn as_token(id: &str) -> String {
+    let mut token = String::with_capacity(id.len());
+    for c in id.chars() {
+        match c {
+            '%' => token.push_str("%25"),
+            '=' => token.push_str("%3D"),
+            '#' => token.push_str("%23"),
+            c => token.push(c),
         }
-    }) else {
-        stats.unparseable_date += 1;
-        return;
-    };
-    let Some(time) = seconds.checked_mul(1_000_000_000) else {
-        stats.unparseable_date += 1;
-        return;
-    };
-    let (sender, receiver) = (builder.node(&from), builder.node(&by));
-    let call_id = builder.call_id("-");
-    let truth = builder.truth(&format!("mail{email}"));
-    builder.push(Message::observed(
-        End::Received,
-        time,
-        Kind::Free,
-        sender,
-        receiver,
-        call_id,
-        truth,
-    ));
-    stats.hops += 1;
+    }
+    token
 }
 
 /// The host name after a keyword (`from`, `by`), lower-cased, stripped of brackets; names
@@ -203,7 +314,9 @@ body\n";
                 hops: 2,
                 unparseable_date: 1,
                 generic_host: 1,
-                missing_host: 1
+                missing_host: 1,
+                without_message_id: 2,
+                repeated_message_id: 0,
             }
         );
         let trace = b.finish();
@@ -232,5 +345,81 @@ body\n";
             ]
         );
         assert_eq!(trace.truth_text(trace.messages[0].truth()), Some("mail1"));
+    }
+
+    #[test]
+    fn hops_carry_the_message_id_and_chains_keep_the_headers_order() {
+        // The relay's clock is two minutes fast: by time, its hop would come first.
+        let mbox = "From a@example.com Tue Mar 11 10:00:00 2003\n\
+Received: from relay.example.org by mx.example.com; Tue, 11 Mar 2003 10:00:05 -0800\n\
+Received: from mail.sender.net by relay.example.org; Tue, 11 Mar 2003 10:02:00 -0800\n\
+Message-ID: <1@sender.net> (comment)\n\
+\n\
+From a@example.com Tue Mar 11 10:00:00 2003\n\
+Received: from mail.sender.net by mx.example.com; Tue, 11 Mar 2003 10:00:09 -0800\n\
+Message-Id: <1@sender.net>\n\
+\n\
+body\n";
+        let mut b = TraceBuilder::new();
+        let mut chains = Vec::new();
+        let stats = read_chains(
+            Path::new("t.mbox"),
+            mbox.as_bytes(),
+            &mut b,
+            Some(&mut chains),
+        )
+        .unwrap();
+        assert_eq!((stats.emails, stats.hops), (2, 3));
+        assert_eq!(
+            (stats.without_message_id, stats.repeated_message_id),
+            (0, 1)
+        );
+        let names: Vec<(&str, Vec<(&str, &str)>)> = chains
+            .iter()
+            .map(|c| {
+                let hops = c
+                    .hops
+                    .iter()
+                    .map(|(f, t, _)| (f.as_str(), t.as_str()))
+                    .collect();
+                (c.truth.as_str(), hops)
+            })
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (
+                    "1@sender.net",
+                    vec![
+                        ("mail.sender.net", "relay.example.org"),
+                        ("relay.example.org", "mx.example.com")
+                    ]
+                ),
+                (
+                    "1@sender.net#2",
+                    vec![("mail.sender.net", "mx.example.com")]
+                ),
+            ]
+        );
+        let trace = b.finish();
+        let mut tags: Vec<&str> = trace
+            .messages
+            .iter()
+            .filter_map(|m| trace.truth_text(m.truth()))
+            .collect();
+        tags.sort_unstable();
+        assert_eq!(tags, ["1@sender.net", "1@sender.net", "1@sender.net#2"]);
+    }
+
+    #[test]
+    fn a_message_id_is_one_token_the_text_trace_reads_back() {
+        let token = as_token("CA+x=y#1%@mail.example.com");
+        assert_eq!(token, "CA+x%3Dy%231%25@mail.example.com");
+        let line = format!("1.0 MSG_RECV a b - {token}\n");
+        let trace = crate::trace::text::trace_from_str(&line);
+        assert_eq!(
+            trace.truth_text(trace.messages[0].truth()),
+            Some(token.as_str())
+        );
     }
 }

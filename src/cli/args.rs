@@ -51,18 +51,20 @@ pub(super) enum Command {
   blackbox nest -q traces/multitier.trace --json - > patterns.json
 ")]
     Nest(NestArgs),
-    /// Score the nesting algorithm against ground truth (paper §7.5.1).
+    /// Score the nesting algorithm, or the convolution's paths, against ground truth (paper §7.5).
     ///
     /// With the trace's truth column (a path-instance id on every message, as maketrace
     /// writes): false positives and negatives by patterns, instances and messages, the
     /// top-N true patterns missing from the inferred top N, and the latency error of
     /// correctly inferred patterns. With --truth FILE (true parents in the assignments
     /// format): the fraction of calls given their true parent and of requests whose
-    /// whole tree is right.
+    /// whole tree is right. With --convolve: the convolution algorithm's paths against
+    /// the true chains of messages (with --mbox, of an mbox's emails).
     #[command(after_long_help = "Examples:
-  blackbox eval -q traces/multitier.trace
   blackbox eval -q --algorithm paper --top-n 5 traces/multitier.trace
   blackbox eval -q traces/multitier.trace --json scores.json
+  blackbox eval --convolve --min-paths 100 traces/freeform.trace
+  blackbox eval --convolve --mbox --quantum 1s --max-delay 1h --min-paths 1 tests/data/sample.mbox
 ")]
     Eval(EvalArgs),
     /// Infer message paths with the convolution algorithm (paper §5.2), for any messages.
@@ -216,7 +218,8 @@ pub(super) struct ConvolveSettings {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
     pub(super) max_delay: Nanos,
 
-    /// Start paths here (repeatable); default: the nodes that send before they receive.
+    /// Start paths here (repeatable); default: the nodes that send before they receive,
+    /// and nodes whose own sends no arrival explains.
     #[arg(long, value_name = "NODE")]
     pub(super) root: Vec<String>,
 
@@ -292,35 +295,6 @@ pub(super) struct EvalArgs {
     #[command(flatten)]
     pub(super) input: InputArgs,
 
-    /// Score the convolution algorithm's paths against the true chains instead
-    ///
-    /// Score the convolution algorithm's paths (run with the settings below) against
-    /// the true chains: each instance's hops in time order, or with --mbox each email's
-    /// Received headers in their order, cut where a hop leaves another node than the one
-    /// the hop before reached. Per threshold: true paths found exactly, only as the
-    /// start of a longer path, inside one, or nowhere; reported paths no chain
-    /// followed; and at each hop of an exact one, the main delay spike against the true
-    /// median.
-    #[arg(long, help_heading = "Convolution (--convolve)", conflicts_with_all = ["truth", "against_ids", "start_from_truth"])]
-    pub(super) convolve: bool,
-
-    /// FILE is an mbox: score against its emails' own chains of Received headers.
-    #[arg(long, requires = "convolve", help_heading = "Convolution (--convolve)")]
-    pub(super) mbox: bool,
-
-    /// Score paths followed (true) or carried (reported) at least N times (repeatable;
-    /// default: --min-count).
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "convolve",
-        help_heading = "Convolution (--convolve)"
-    )]
-    pub(super) min_paths: Vec<u64>,
-
-    #[command(flatten, next_help_heading = "Convolution (--convolve)")]
-    pub(super) convolution: ConvolveSettings,
-
     /// Score call by call against a file of true parents
     ///
     /// Score call by call against true parents in the assignments format instead of the
@@ -361,6 +335,35 @@ pub(super) struct EvalArgs {
 
     #[command(flatten)]
     pub(super) algorithm: AlgorithmArgs,
+
+    /// Score the convolution algorithm's paths against the true chains instead
+    ///
+    /// Score the convolution algorithm's paths (run with the settings below) against
+    /// the true chains: each instance's hops in time order, or with --mbox each email's
+    /// Received headers in their order, cut where a hop leaves another node than the one
+    /// the hop before reached. Per threshold: true paths found exactly, only as the
+    /// start of a longer path, inside one, or nowhere; reported paths no chain
+    /// followed; and at each hop of an exact one, the main delay spike against the true
+    /// median.
+    #[arg(long, help_heading = "Convolution (--convolve)", conflicts_with_all = ["truth", "against_ids", "start_from_truth"])]
+    pub(super) convolve: bool,
+
+    /// FILE is an mbox: score against its emails' own chains of Received headers.
+    #[arg(long, requires = "convolve", help_heading = "Convolution (--convolve)")]
+    pub(super) mbox: bool,
+
+    /// Score paths followed (true) or carried (reported) at least N times (repeatable;
+    /// default: --min-count).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "convolve",
+        help_heading = "Convolution (--convolve)"
+    )]
+    pub(super) min_paths: Vec<u64>,
+
+    #[command(flatten, next_help_heading = "Convolution (--convolve)")]
+    pub(super) convolution: ConvolveSettings,
 }
 
 #[derive(Args)]

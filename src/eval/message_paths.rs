@@ -375,6 +375,7 @@ mod tests {
         );
         let none = Convolution {
             roots: found.roots.clone(),
+            roots_by_unexplained_sends: Vec::new(),
             paths: Vec::new(),
             stats: found.stats.clone(),
         };
@@ -458,6 +459,7 @@ mod tests {
         let chains = chains_by_time(&trace);
         let with = |paths: Vec<crate::convolution::PathPattern>| Convolution {
             roots: Vec::new(),
+            roots_by_unexplained_sends: Vec::new(),
             paths,
             stats: Default::default(),
         };

@@ -70,7 +70,14 @@ pub fn write_table(
 /// Writes the summary for stderr.
 pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -> io::Result<()> {
     let s = &result.stats;
-    let roots: Vec<&str> = result.roots.iter().map(|&r| trace.node_name(r)).collect();
+    let name = |r: &crate::trace::NodeId| trace.node_name(*r);
+    let by_sends = &result.roots_by_unexplained_sends;
+    let roots: Vec<&str> = result
+        .roots
+        .iter()
+        .filter(|r| !by_sends.contains(r))
+        .map(name)
+        .collect();
     writeln!(
         out,
         "read {} messages; roots: {}; {} correlations",
@@ -78,10 +85,23 @@ pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -
         roots.join(", "),
         s.correlations
     )?;
+    if !by_sends.is_empty() {
+        let names: Vec<&str> = by_sends.iter().map(name).collect();
+        writeln!(
+            out,
+            "paths also start where a node's sends no arrival explains ({} messages): {}",
+            s.unexplained_sends,
+            names.join(", ")
+        )?;
+    }
     writeln!(
         out,
-        "skipped: {} edges under --min-count, {} spikes at negative delays; stopped: {} paths at a repeated hop, {} at the depth limit",
-        s.edges_below_min_count, s.negative_delay_spikes, s.repeated_edges, s.depth_limited
+        "skipped: {} edges under --min-count, {} spikes at negative delays, {} spikes no stronger than chance; stopped: {} paths at a repeated hop, {} at the depth limit",
+        s.edges_below_min_count,
+        s.negative_delay_spikes,
+        s.coincidental_spikes,
+        s.repeated_edges,
+        s.depth_limited
     )?;
     if s.budget_cut > 0 {
         writeln!(

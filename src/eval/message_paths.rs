@@ -343,18 +343,7 @@ mod tests {
 
     #[test]
     fn a_found_chain_scores_no_errors_and_a_missing_one_is_a_false_negative() {
-        let mut s = String::new();
-        for i in 0..300u64 {
-            let t = i * 97_000_000 + (i * i * 7_919 % 40) * 1_000_000;
-            s.push_str(&format!(
-                "{} MSG a b - r{i}\n{} MSG b c - r{i}\n",
-                t as f64 / 1e9,
-                (t + 30_000_000) as f64 / 1e9
-            ));
-        }
-        let mut b = TraceBuilder::new();
-        text::read(Path::new("t"), s.as_bytes(), &mut b).unwrap();
-        let trace = b.finish();
+        let trace = forwarded();
         assert_eq!(true_paths(&trace).get("a->b->c"), Some(&300));
         let found = convolve(
             &trace,

@@ -281,6 +281,17 @@ struct Search<'a> {
     variance: Nanos,
 }
 
+/// What [`Search::spike_matches`] found.
+#[derive(Default)]
+struct SpikeMatches {
+    /// Per spike kept, highest first, its departures (index into `leaving`, delay).
+    spikes: Vec<Vec<(usize, Nanos)>>,
+    /// Spikes at negative delays.
+    negative: u64,
+    /// Spikes that matched no more than chance.
+    coincidental: u64,
+}
+
 /// Messages caused at one node towards one destination.
 struct Caused {
     to: NodeId,
@@ -364,23 +375,17 @@ impl<'a> Search<'a> {
         explained: &[bool],
         stats: &mut ConvolveStats,
     ) -> Vec<u32> {
-        let mut by_destination: HashMap<NodeId, (u64, Vec<u32>)> = HashMap::new();
-        for &(_, i) in &self.departures[node.0 as usize] {
-            let entry = by_destination
-                .entry(self.trace.messages[i as usize].receiver())
-                .or_default();
-            entry.0 += 1;
-            if !explained[i as usize] {
-                entry.1.push(i);
-            }
-        }
-        let mut destinations: Vec<(NodeId, (u64, Vec<u32>))> = by_destination.into_iter().collect();
-        destinations.sort_by_key(|(to, _)| *to);
+        let departures = self.departures[node.0 as usize].iter().copied();
         let q = self.options.quantum;
         let mut sends = Vec::new();
-        for (to, (all, unexplained)) in destinations {
+        for (to, all) in self.by_receiver(departures, |&(_, i)| i) {
+            let unexplained: Vec<u32> = all
+                .iter()
+                .map(|&(_, i)| i)
+                .filter(|&i| !explained[i as usize])
+                .collect();
             let n = unexplained.len() as u64;
-            if n < self.options.min_count || (n as f64) < ROOT_SHARE * all as f64 {
+            if n < self.options.min_count || (n as f64) < ROOT_SHARE * all.len() as f64 {
                 continue;
             }
             // Sends to itself arrive at the node too, each at its own time: a message
@@ -405,29 +410,10 @@ impl<'a> Search<'a> {
                 .iter()
                 .map(|&i| (self.trace.messages[i as usize].at_sender(), i))
                 .collect();
-            let times: Vec<Nanos> = leaving.iter().map(|&(t, _)| t).collect();
-            let c = self
-                .correlator
-                .correlate(&arrivals, &Signal::from_times(&times, self.origin, q));
-            stats.correlations += 1;
-            let (_, after) = c.split_at(self.max_lag as usize);
-            let lags = spikes::find_spikes(after, self.options.spike_sigma, self.options.gap_sigma);
             // Caused where the spikes above chance match most of them; a spike that
             // matches a few (a batch that happened to follow some arrival) does not.
-            let mut caused = 0;
-            if !lags.is_empty() {
-                let mut taken = vec![false; leaving.len()];
-                for lag in lags {
-                    let chance = self.chance_matches(&arrival_times, &leaving, &taken);
-                    let matched = self.match_at(&arrival_times, &leaving, lag as i64, &taken);
-                    if matched.len() as f64 >= chance {
-                        caused += matched.len();
-                        for (k, _) in matched {
-                            taken[k] = true;
-                        }
-                    }
-                }
-            }
+            let found = self.spike_matches((&arrivals, &arrival_times), &leaving, stats);
+            let caused: usize = found.spikes.iter().map(Vec::len).sum();
             let caused = caused as f64 >= (1.0 - ROOT_SHARE) * n as f64;
             if !caused {
                 sends.extend(unexplained);
@@ -446,16 +432,7 @@ impl<'a> Search<'a> {
         stats: &mut ConvolveStats,
         explained: &mut [bool],
     ) {
-        let mut by_destination: HashMap<NodeId, Vec<u32>> = HashMap::new();
-        for i in sends {
-            by_destination
-                .entry(self.trace.messages[i as usize].receiver())
-                .or_default()
-                .push(i);
-        }
-        let mut destinations: Vec<(NodeId, Vec<u32>)> = by_destination.into_iter().collect();
-        destinations.sort_by_key(|(to, _)| *to);
-        for (to, messages) in destinations {
+        for (to, messages) in self.by_receiver(sends, |&i| i) {
             if (messages.len() as u64) < self.options.min_count {
                 stats.edges_below_min_count += 1;
                 continue;
@@ -530,6 +507,68 @@ impl<'a> Search<'a> {
             }
             path.pop();
         }
+    }
+
+    /// `items` grouped by the receiver of the message each names (`message`), receivers
+    /// in id order, each group in the order given.
+    fn by_receiver<T>(
+        &self,
+        items: impl Iterator<Item = T>,
+        message: impl Fn(&T) -> u32,
+    ) -> Vec<(NodeId, Vec<T>)> {
+        let mut groups: HashMap<NodeId, Vec<T>> = HashMap::new();
+        for item in items {
+            let to = self.trace.messages[message(&item) as usize].receiver();
+            groups.entry(to).or_default().push(item);
+        }
+        let mut groups: Vec<(NodeId, Vec<T>)> = groups.into_iter().collect();
+        groups.sort_by_key(|(to, _)| *to);
+        groups
+    }
+
+    /// The departures in `leaving` (time, message) that the arrivals caused, spike by
+    /// spike, highest first: the correlation of the arrivals (their signal and times)
+    /// with the departures, its spikes at positive delays, and at each the departures
+    /// no higher spike took matched to arrivals, where more than chance gives
+    /// ([`Self::chance_matches`]).
+    fn spike_matches(
+        &self,
+        (arrivals, arrival_times): (&Signal, &[Nanos]),
+        leaving: &[(Nanos, u32)],
+        stats: &mut ConvolveStats,
+    ) -> SpikeMatches {
+        let times: Vec<Nanos> = leaving.iter().map(|&(t, _)| t).collect();
+        let c = self.correlator.correlate(
+            arrivals,
+            &Signal::from_times(&times, self.origin, self.options.quantum),
+        );
+        stats.correlations += 1;
+        // Negative delays are suppressed (5.2.3), and judged apart: the calls that
+        // caused these very arrivals make a large spike at a negative lag, which would
+        // raise the deviation enough to hide a genuine later spike.
+        let (before, after) = c.split_at(self.max_lag as usize);
+        let (n, s) = (self.options.spike_sigma, self.options.gap_sigma);
+        let mut found = SpikeMatches {
+            negative: spikes::find_spikes(before, n, s).len() as u64,
+            ..SpikeMatches::default()
+        };
+        let mut taken = vec![false; leaving.len()];
+        for lag in spikes::find_spikes(after, n, s) {
+            // Chance among the departures no higher spike took.
+            let chance = self.chance_matches(arrival_times, leaving, &taken);
+            let matched = self.match_at(arrival_times, leaving, lag as i64, &taken);
+            if (matched.len() as f64) < chance {
+                found.coincidental += 1;
+                continue;
+            }
+            for &(k, _) in &matched {
+                taken[k] = true;
+            }
+            if !matched.is_empty() {
+                found.spikes.push(matched);
+            }
+        }
+        found
     }
 
     /// The departures in `leaving` (time, message) that arrivals caused at `lag`
@@ -640,16 +679,7 @@ impl<'a> Search<'a> {
         arrival_times.sort_unstable();
         let q = self.options.quantum;
         let arrival_signal = Signal::from_times(&arrival_times, self.origin, q);
-        let mut by_destination: HashMap<NodeId, Vec<(Nanos, u32)>> = HashMap::new();
-        for &(t, i) in departures {
-            by_destination
-                .entry(self.trace.messages[i as usize].receiver())
-                .or_default()
-                .push((t, i));
-        }
-        let mut destinations: Vec<(NodeId, Vec<(Nanos, u32)>)> =
-            by_destination.into_iter().collect();
-        destinations.sort_by_key(|(to, _)| *to);
+        let destinations = self.by_receiver(departures.iter().copied(), |&(_, i)| i);
         let mut caused = Vec::new();
         // On a hop back to the node itself, the messages that arrived by it are among
         // its departures, each at its own arrival time: a message cannot cause itself,
@@ -667,43 +697,19 @@ impl<'a> Search<'a> {
             if (leaving.len() as u64) < self.options.min_count {
                 continue;
             }
-            let times: Vec<Nanos> = leaving.iter().map(|&(t, _)| t).collect();
-            let c = self
-                .correlator
-                .correlate(&arrival_signal, &Signal::from_times(&times, self.origin, q));
-            stats.correlations += 1;
-            let mut taken = vec![false; leaving.len()];
+            let found = self.spike_matches((&arrival_signal, &arrival_times), &leaving, stats);
+            stats.negative_delay_spikes += found.negative;
+            stats.coincidental_spikes += found.coincidental;
             let mut delays = Vec::new();
             let mut messages = Vec::new();
-            // Negative delays are suppressed (5.2.3), and judged apart: the calls that
-            // caused these very arrivals make a large spike at a negative lag, which
-            // would raise the deviation enough to hide a genuine later spike.
-            let (before, after) = c.split_at(self.max_lag as usize);
-            stats.negative_delay_spikes +=
-                spikes::find_spikes(before, self.options.spike_sigma, self.options.gap_sigma).len()
-                    as u64;
-            let lags = spikes::find_spikes(after, self.options.spike_sigma, self.options.gap_sigma);
-            for lag in lags {
-                // Chance among the departures no higher spike took.
-                let chance = self.chance_matches(&arrival_times, &leaving, &taken);
-                let matched = self.match_at(&arrival_times, &leaving, lag as i64, &taken);
-                if (matched.len() as f64) < chance {
-                    stats.coincidental_spikes += 1;
-                    continue;
-                }
-                let mut sum = 0i128;
-                for &(k, delay) in &matched {
-                    taken[k] = true;
-                    sum += i128::from(delay);
-                    messages.push(leaving[k].1);
-                }
-                if !matched.is_empty() {
-                    let count = matched.len() as u64;
-                    delays.push(Delay {
-                        delay: (sum / i128::from(count)) as Nanos,
-                        count,
-                    });
-                }
+            for matched in found.spikes {
+                let sum: i128 = matched.iter().map(|&(_, delay)| i128::from(delay)).sum();
+                messages.extend(matched.iter().map(|&(k, _)| leaving[k].1));
+                let count = matched.len() as u64;
+                delays.push(Delay {
+                    delay: (sum / i128::from(count)) as Nanos,
+                    count,
+                });
             }
             if messages.is_empty() {
                 continue;

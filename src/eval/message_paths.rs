@@ -20,12 +20,8 @@ use serde::Serialize;
 
 /// How many instances followed each true path.
 pub fn true_paths(trace: &Trace) -> HashMap<String, u64> {
-    let mut by_instance: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, m) in trace.messages.iter().enumerate() {
-        by_instance.entry(m.truth().0).or_default().push(i);
-    }
     let mut counts = HashMap::new();
-    for (_, messages) in by_instance {
+    for messages in instances(trace) {
         // Messages are in time order already; a path is its first sender, then receivers.
         let first = &trace.messages[messages[0]];
         let mut signature = trace.node_name(first.sender()).to_owned();
@@ -79,23 +75,29 @@ pub struct TrueChains {
     pub cut: u64,
 }
 
-/// Chains from the truth column: each instance's messages in time order.
-pub fn chains_by_time(trace: &Trace) -> TrueChains {
-    let mut by_instance: HashMap<u32, Vec<usize>> = HashMap::new();
-    let mut order = Vec::new();
+/// Each tagged instance's messages (indexes, in time order), instances in order of
+/// their first message.
+fn instances(trace: &Trace) -> Vec<Vec<usize>> {
+    let mut at: HashMap<u32, usize> = HashMap::new();
+    let mut instances: Vec<Vec<usize>> = Vec::new();
     for (i, m) in trace.messages.iter().enumerate() {
         if m.truth() == crate::trace::Truth::NONE {
             continue;
         }
-        let hops = by_instance.entry(m.truth().0).or_default();
-        if hops.is_empty() {
-            order.push(m.truth().0);
-        }
-        hops.push(i);
+        let k = *at.entry(m.truth().0).or_insert_with(|| {
+            instances.push(Vec::new());
+            instances.len() - 1
+        });
+        instances[k].push(i);
     }
+    instances
+}
+
+/// Chains from the truth column: each instance's messages in time order.
+pub fn chains_by_time(trace: &Trace) -> TrueChains {
     let mut chains = TrueChains::default();
-    for instance in order {
-        let hops = by_instance[&instance].iter().map(|&i| {
+    for instance in instances(trace) {
+        let hops = instance.iter().map(|&i| {
             let m = &trace.messages[i];
             (m.sender(), m.receiver(), m.at_sender(), m.at_receiver())
         });
@@ -124,9 +126,8 @@ pub fn chains_of_mail(trace: &Trace, mail: &[MailChain]) -> TrueChains {
 fn add_runs(chains: &mut TrueChains, hops: impl Iterator<Item = (NodeId, NodeId, Nanos, Nanos)>) {
     let mut runs = 0;
     let mut current: Option<TrueChain> = None;
-    let mut reached: Option<(NodeId, Nanos)> = None;
     for (from, to, left, arrived) in hops {
-        let linked = reached.is_some_and(|(node, _)| node == from);
+        let linked = current.as_ref().and_then(|c| c.nodes.last()) == Some(&from);
         match (&mut current, linked) {
             (Some(chain), true) => {
                 let at = chain.times.len() - 1;
@@ -143,7 +144,6 @@ fn add_runs(chains: &mut TrueChains, hops: impl Iterator<Item = (NodeId, NodeId,
                 });
             }
         }
-        reached = Some((to, arrived));
     }
     chains.chains.extend(current);
     if runs > 0 {

@@ -65,24 +65,21 @@ pub fn source(data: &[u8]) {
     let _ = std::io::copy(&mut stream, &mut std::io::sink());
 }
 
-/// Reads `data` as an mbox, writes the resulting trace, and reads it back; builds the
-/// true chains of its emails as `eval --convolve --mbox` does. Panics only on a bug.
+/// Reads `data` as an mbox with the relays' clocks estimated and corrected, writes the
+/// resulting trace, and reads it back; builds the true chains of its emails as
+/// `eval --convolve --mbox` does. Panics only on a bug.
 pub fn mbox(data: &[u8]) {
-    let mut builder = TraceBuilder::new();
-    let mut mail = Vec::new();
-    let stats = crate::trace::mbox::read_chains(
-        Path::new("fuzz.mbox"),
-        data,
-        &mut builder,
-        Some(&mut mail),
-    )
-    .expect("reading memory cannot fail");
+    let mail = crate::input::mbox_from(Path::new("fuzz.mbox"), data, true)
+        .expect("reading memory cannot fail");
+    let stats = mail.stats;
     assert!(stats.hops <= stats.received_headers);
-    let trace = builder.finish();
-    let chains = crate::eval::message_paths::chains_of_mail(&trace, &mail);
+    let clocks = mail.clocks.expect("asked for");
+    assert!(clocks.negative_after <= clocks.delays);
+    let trace = mail.trace;
+    let chains = crate::eval::message_paths::chains_of_mail(&trace, &mail.chains);
     assert_eq!(
         chains.instances,
-        mail.iter().filter(|m| !m.hops.is_empty()).count() as u64
+        mail.chains.iter().filter(|m| !m.hops.is_empty()).count() as u64
     );
     let mut written = Vec::new();
     text::write(&trace, &mut written).expect("writing to memory cannot fail");

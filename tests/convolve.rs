@@ -185,6 +185,78 @@ fn records_turns_an_mbox_into_hops_and_counts_what_it_skips() {
         .stderr(predicate::str::contains("no/such.mbox"));
 }
 
+/// An mbox of `n` emails from sender.net through relay1.org or relay2.org (in turn) to
+/// mx.org, each 10 s at the relay and 5 s on to mx.org, as mx.org's clock (`mx_skew`
+/// seconds off) writes it.
+fn mbox_with_a_skewed_relay(n: u32, mx_skew: i64) -> String {
+    let mut mbox = String::new();
+    for i in 0..n {
+        let at = |s: i64| {
+            let t = 1_000 + i64::from(i) * 600 + s;
+            format!(
+                "Tue, 11 Mar 2003 {:02}:{:02}:{:02} +0000",
+                t / 3600,
+                t / 60 % 60,
+                t % 60
+            )
+        };
+        mbox.push_str(&format!(
+            "From a@sender.net Tue Mar 11 00:00:00 2003\n\
+Received: from relay{r}.org by mx.org; {}\n\
+Received: from sender.net by relay{r}.org; {}\n\
+Message-ID: <{i}@sender.net>\n\n\
+body\n\n",
+            at(15 + mx_skew),
+            at(10),
+            r = 1 + i % 2
+        ));
+    }
+    mbox
+}
+
+#[test]
+fn records_corrects_a_relay_whose_clock_is_behind_from_the_emails_chains() {
+    let dir = tempfile::tempdir().unwrap();
+    let mbox = dir.path().join("skewed.mbox");
+    // mx.org is two minutes behind: as read, every email reaches it before it left its
+    // relay. Both relays agree against mx.org, so it is mx.org's clock that is corrected.
+    std::fs::write(&mbox, mbox_with_a_skewed_relay(12, -120)).unwrap();
+    let out = blackbox()
+        .args(["records", "--mbox"])
+        .arg(&mbox)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "relay clocks, from the delays between consecutive Received headers: 12 delays, 12 below zero as read, 0 after correcting 1 of 3 relays",
+        ))
+        .stderr(predicate::str::contains("mx.org    -115.0 s      2      12"))
+        .get_output()
+        .stdout
+        .clone();
+    // One-way delays prove 115 of the 120 s: the hop to mx.org no longer comes before
+    // the one before it.
+    let trace = String::from_utf8(out).unwrap();
+    let mut first: Vec<&str> = trace.lines().take(2).collect();
+    first.sort_unstable();
+    assert_eq!(
+        first,
+        [
+            "1047341810.000000 MSG_RECV relay1.org mx.org - 0@sender.net",
+            "1047341810.000000 MSG_RECV sender.net relay1.org - 0@sender.net"
+        ]
+    );
+    // --align off keeps every relay's clock as written.
+    blackbox()
+        .args(["records", "--align", "off", "--mbox"])
+        .arg(&mbox)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("relay clocks").not())
+        .stdout(predicate::str::contains(
+            "1047341695.000000 MSG_RECV relay1.org mx.org - 0@sender.net",
+        ));
+}
+
 #[test]
 fn eval_convolve_scores_paths_against_the_true_chains() {
     let out = blackbox()

@@ -4,11 +4,13 @@
 //! host to it; this module composes the routes, checks the loops the routes leave out,
 //! and turns times. [`repair`] then restores causality in the merged trace. Knows nothing of
 //! messages or inference: captures are read by [`crate::capture`], which asks this
-//! module for each time.
+//! module for each time. [`mail`] estimates mail relays' clocks the same way from what
+//! mail has instead of shared segments: the emails' own chains of Received headers.
 
 pub mod combine;
 pub mod fit;
 pub mod graph;
+pub mod mail;
 pub mod pairing;
 pub mod repair;
 

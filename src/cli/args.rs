@@ -100,10 +100,11 @@ pub(super) enum Command {
     /// Packet captures (one per host) become their messages, each end at its host's
     /// time, with the summary of what was read and skipped on stderr. With --mbox, every
     /// Received header of every email becomes one hop, from the host after `from`
-    /// to the host after `by`, at the header's date (the receiving host's clock), with
-    /// the email's number as the truth column. Headers with unreadable dates, generic
-    /// hosts (localhost, unknown) or a missing host are skipped and counted on stderr.
-    /// The trace suits `blackbox convolve`.
+    /// to the host after `by`, at the header's date (the receiving host's clock,
+    /// corrected where the emails' chains of headers prove it off: see --align), with
+    /// the email's Message-ID as the truth column. Headers with unreadable dates,
+    /// generic hosts (localhost, unknown) or a missing host are skipped and counted on
+    /// stderr, as are the relays' clock corrections. The trace suits `blackbox convolve`.
     #[command(after_long_help = "Examples:
   blackbox records traces/shop/*.pcap* -o shop.trace
   blackbox records -q traces/shop/web.pcap | head -3
@@ -162,7 +163,11 @@ pub(super) struct RecordsArgs {
     )]
     pub(super) files: Vec<PathBuf>,
 
-    /// An mbox file instead: its Received headers become hops.
+    /// An mbox file instead: its Received headers become hops
+    ///
+    /// An mbox file instead: its Received headers become hops, tagged with their email's
+    /// Message-ID, in the relays' clocks corrected from the emails' chains of headers
+    /// (--align off keeps the clocks as written).
     #[arg(long, value_name = "FILE")]
     pub(super) mbox: Option<PathBuf>,
 
@@ -538,6 +543,8 @@ pub(super) struct CaptureArgs {
     ///
     /// Hull (convex hulls, guaranteed bounds), regression (the offline-trace-sync paper's
     /// method) or off (each host keeps its own clock). Only with two or more captures.
+    /// An mbox (--mbox) has no shared segments: unless off, its relays' clocks are
+    /// corrected from the delays between its emails' consecutive Received headers.
     #[arg(long, value_enum, value_name = "METHOD", default_value_t = AlignArg::Hull, help_heading = "Advanced")]
     pub(super) align: AlignArg,
 

@@ -77,11 +77,24 @@ pub(super) fn records(args: RecordsArgs) -> Result<()> {
             text::write(&input.trace, &mut w)
         });
     };
-    let (trace, stats) = input::read_mbox(mbox)?;
-    let mut line = Vec::new();
-    report::input::write_mbox(mbox, &stats, &mut line)?;
-    io::stderr().write_all(&line)?;
-    write_out(args.output.as_deref(), |mut w| text::write(&trace, &mut w))
+    let mail = input::read_mbox(mbox, args.capture.align.method().is_some())?;
+    if !args.quiet {
+        write_mail_summary(mbox, &mail)?;
+    }
+    write_out(args.output.as_deref(), |mut w| {
+        text::write(&mail.trace, &mut w)
+    })
+}
+
+/// What an mbox gave, and how its relays' clocks were corrected, on stderr.
+fn write_mail_summary(path: &Path, mail: &input::Mail) -> Result<()> {
+    let mut text = Vec::new();
+    report::input::write_mbox(path, &mail.stats, &mut text)?;
+    if let Some(clocks) = &mail.clocks {
+        report::alignment::write_mail_clocks(clocks, &mut text)?;
+    }
+    io::stderr().write_all(&text)?;
+    Ok(())
 }
 
 pub(super) fn convolve(args: ConvolveArgs) -> Result<()> {
@@ -206,16 +219,18 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
 fn eval_convolution(args: &EvalArgs, main: &MainOutput) -> Result<()> {
     let options = args.convolution.options();
     let files = &args.input.files;
+    let mut mail_clocks = None;
     let (trace, chains) = if args.mbox {
         let [path] = files.as_slice() else {
             return Err(Usage(format!("--mbox reads one mbox file, not {}", files.len())).into());
         };
-        let (trace, stats, mail) = input::read_mbox_chains(path)?;
+        let mail = input::read_mbox(path, args.input.capture.align.method().is_some())?;
         if !args.input.quiet {
-            report::input::write_mbox(path, &stats, &mut io::stderr().lock())?;
+            write_mail_summary(path, &mail)?;
         }
-        let chains = eval::message_paths::chains_of_mail(&trace, &mail);
-        (trace, chains)
+        let chains = eval::message_paths::chains_of_mail(&mail.trace, &mail.chains);
+        mail_clocks = mail.clocks;
+        (mail.trace, chains)
     } else {
         let Loaded { input, .. } = load_inputs(&args.input)?;
         let chains = eval::message_paths::chains_by_time(&input.trace);
@@ -252,6 +267,7 @@ fn eval_convolution(args: &EvalArgs, main: &MainOutput) -> Result<()> {
                 "runs": chains.chains.len(),
                 "cut": chains.cut,
             },
+            "relay_clocks": mail_clocks,
             "scores": scores,
         });
         write_out(Some(path), |w| {

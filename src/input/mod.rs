@@ -455,40 +455,52 @@ pub fn read_for_alignment(
     Ok(captures)
 }
 
-/// Reads an mbox: every Received header of every email becomes one hop (see
-/// [`crate::trace::mbox`]).
-pub fn read_mbox(path: &Path) -> Result<(Trace, MboxStats), InputError> {
-    let file = std::fs::File::open(path).map_err(|source| text::TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut builder = TraceBuilder::new();
-    let stats = crate::trace::mbox::read(
-        path,
-        std::io::BufReader::with_capacity(1 << 20, file),
-        &mut builder,
-    )?;
-    Ok((builder.finish(), stats))
+/// An mbox read as a trace (see [`crate::trace::mbox`]).
+#[derive(Debug)]
+pub struct Mail {
+    /// One hop per usable Received header, in the relays' corrected clocks.
+    pub trace: Trace,
+    /// What was read and set aside.
+    pub stats: MboxStats,
+    /// Each email's hops in the order of its Received headers, corrected likewise.
+    pub chains: Vec<crate::trace::mbox::MailChain>,
+    /// The relays' clocks as estimated from the chains; `None` when not asked.
+    pub clocks: Option<align::mail::MailClocks>,
 }
 
-/// [`read_mbox`], and each email's chain of hops in the order of its Received headers,
-/// for scoring against them.
-pub fn read_mbox_chains(
-    path: &Path,
-) -> Result<(Trace, MboxStats, Vec<crate::trace::mbox::MailChain>), InputError> {
+/// Reads an mbox: every Received header of every email becomes one hop, and with
+/// `align` every relay's clock is first corrected by [`align::mail`].
+pub fn read_mbox(path: &Path, align: bool) -> Result<Mail, InputError> {
     let file = std::fs::File::open(path).map_err(|source| text::TraceError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut builder = TraceBuilder::new();
-    let mut chains = Vec::new();
-    let stats = crate::trace::mbox::read_chains(
+    Ok(mbox_from(
         path,
         std::io::BufReader::with_capacity(1 << 20, file),
-        &mut builder,
-        Some(&mut chains),
-    )?;
-    Ok((builder.finish(), stats, chains))
+        align,
+    )?)
+}
+
+/// [`read_mbox`] from any reader; `path` names it in errors.
+pub fn mbox_from(
+    path: &Path,
+    reader: impl std::io::BufRead,
+    align: bool,
+) -> Result<Mail, text::TraceError> {
+    let (mut chains, stats) = crate::trace::mbox::read_emails(path, reader)?;
+    let clocks = align.then(|| align::mail::estimate(&chains));
+    if let Some(clocks) = &clocks {
+        clocks.correct(&mut chains);
+    }
+    let mut builder = TraceBuilder::new();
+    crate::trace::mbox::push(&chains, &stats, &mut builder);
+    Ok(Mail {
+        trace: builder.finish(),
+        stats,
+        chains,
+        clocks,
+    })
 }
 
 /// One capture rewritten into the reference clock.

@@ -1,8 +1,10 @@
 //! The clock alignment as a table for people: per host its offset and drift against
 //! the reference, bounds, quality, samples and route; then the pairs, what pairing
-//! left out, and the loop checks. Every number comes from [`crate::align`].
+//! left out, and the loop checks; and mail relays' clocks. Every number comes from
+//! [`crate::align`].
 
 use crate::align::fit::Quality;
+use crate::align::mail::MailClocks;
 use crate::align::Alignment;
 use crate::trace::time::human_duration;
 use std::io::{self, Write};
@@ -114,6 +116,60 @@ pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result
             } else {
                 ""
             }
+        )?;
+    }
+    Ok(())
+}
+
+/// Relays shown by name in [`write_mail_clocks`]; the rest are counted.
+const MAIL_CLOCKS_SHOWN: usize = 10;
+
+/// Writes the relays' clocks as estimated from the emails' chains: what the correction
+/// did to the delays below zero, then the corrected relays with the most delays.
+pub fn write_mail_clocks(clocks: &MailClocks, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "relay clocks, from the delays between consecutive Received headers: {} delays, {} below zero as read, {} after correcting {} of {} relays ({} pairs of relays with {} delays or more); offset = relay clock − the others'",
+        clocks.delays,
+        clocks.negative_before,
+        clocks.negative_after,
+        clocks.corrected.len(),
+        clocks.relays_estimated,
+        clocks.pairs,
+        crate::align::mail::MIN_PAIR_DELAYS
+    )?;
+    if clocks.corrected.is_empty() {
+        return Ok(());
+    }
+    let shown = &clocks.corrected[..clocks.corrected.len().min(MAIL_CLOCKS_SHOWN)];
+    let width = shown
+        .iter()
+        .map(|r| r.host.chars().count())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    writeln!(
+        out,
+        "  {:<width$}  {:>10}  {:>5}  {:>6}",
+        "relay", "offset", "pairs", "delays"
+    )?;
+    for relay in shown {
+        let sign = if relay.offset_ns > 0 { "+" } else { "" };
+        writeln!(
+            out,
+            "  {:<width$}  {:>10}  {:>5}  {:>6}",
+            relay.host,
+            format!("{sign}{}", human_duration(relay.offset_ns as f64)),
+            relay.pairs,
+            relay.delays
+        )?;
+    }
+    let rest = clocks.corrected.len() - shown.len();
+    if rest > 0 {
+        writeln!(
+            out,
+            "  and {rest} more relays corrected, each with {} delays or fewer",
+            shown.last().map_or(0, |r| r.delays)
         )?;
     }
     Ok(())

@@ -35,6 +35,9 @@ pub struct MboxStats {
     /// Emails whose Message-ID an earlier email had (a copy delivered again), tagged
     /// with `#2`, `#3`, ... after it so that each copy is a chain of its own.
     pub repeated_message_id: u64,
+    /// Lines read.
+    #[serde(skip)]
+    pub lines: u64,
 }
 
 /// One email's usable hops, oldest first (the order its Received headers tell, read
@@ -55,24 +58,15 @@ struct Email {
     message_id: Option<String>,
 }
 
-/// Reads an mbox into `builder`: one received-end observation per usable Received
-/// header, with the email's Message-ID as the truth tag (its path instance).
-pub fn read(
-    path: &Path,
-    reader: impl BufRead,
-    builder: &mut TraceBuilder,
-) -> Result<MboxStats, TraceError> {
-    read_chains(path, reader, builder, None)
-}
-
-/// [`read`], and each email's chain of hops in header order into `chains`, if given.
-pub fn read_chains(
+/// Reads an mbox: each email's usable hops as a chain (oldest first) tagged with its
+/// Message-ID, and what was read and set aside. [`push`] writes them into a trace,
+/// after [`crate::align::mail`] has corrected their times if asked.
+pub fn read_emails(
     path: &Path,
     mut reader: impl BufRead,
-    builder: &mut TraceBuilder,
-    mut chains: Option<&mut Vec<MailChain>>,
-) -> Result<MboxStats, TraceError> {
+) -> Result<(Vec<MailChain>, MboxStats), TraceError> {
     let mut stats = MboxStats::default();
+    let mut chains = Vec::new();
     let mut line = Vec::new();
     let mut in_headers = false;
     let mut previous_blank = true;
@@ -104,10 +98,7 @@ pub fn read_chains(
             // An email ends where the next begins, or at the end of the file.
             if (n == 0 || separator) && stats.emails > 0 {
                 let email = std::mem::take(&mut email);
-                let chain = push_email(email, stats.emails, &mut seen_ids, builder, &mut stats);
-                if let Some(chains) = chains.as_deref_mut() {
-                    chains.push(chain);
-                }
+                chains.push(chain_of(email, stats.emails, &mut seen_ids, &mut stats));
             }
             if n == 0 {
                 break;
@@ -123,19 +114,40 @@ pub fn read_chains(
         }
         previous_blank = text.is_empty();
     }
-    builder.stats_mut().files += 1;
-    builder.stats_mut().lines += line_no - 1;
-    Ok(stats)
+    stats.lines = line_no - 1;
+    Ok((chains, stats))
 }
 
-/// Writes one email's hops with its truth tag, and returns its chain: the tag is the
-/// Message-ID (its first word, without angle brackets), `#k` after it for the k-th
-/// email with the same one, `mailN` (the email's number) without one.
-fn push_email(
+/// Writes every chain's hops into `builder`, each a received-end observation at its
+/// time with its chain's truth tag (its path instance).
+pub fn push(chains: &[MailChain], stats: &MboxStats, builder: &mut TraceBuilder) {
+    for chain in chains {
+        let tag = builder.truth(&chain.truth);
+        for (from, by, time) in &chain.hops {
+            let (sender, receiver) = (builder.node(from), builder.node(by));
+            let call_id = builder.call_id("-");
+            builder.push(Message::observed(
+                End::Received,
+                *time,
+                Kind::Free,
+                sender,
+                receiver,
+                call_id,
+                tag,
+            ));
+        }
+    }
+    builder.stats_mut().files += 1;
+    builder.stats_mut().lines += stats.lines;
+}
+
+/// One email's chain: its hops oldest first, tagged with its Message-ID (its first
+/// word, without angle brackets), `#k` after it for the k-th email with the same one,
+/// `mailN` (the email's number) without one.
+fn chain_of(
     email: Email,
     number: u64,
     seen_ids: &mut HashMap<String, u64>,
-    builder: &mut TraceBuilder,
     stats: &mut MboxStats,
 ) -> MailChain {
     let truth = match email.message_id {
@@ -154,23 +166,9 @@ fn push_email(
             format!("mail{number}")
         }
     };
-    let tag = builder.truth(&truth);
     let mut hops = email.hops;
     hops.reverse();
-    for (from, by, time) in &hops {
-        let (sender, receiver) = (builder.node(from), builder.node(by));
-        let call_id = builder.call_id("-");
-        builder.push(Message::observed(
-            End::Received,
-            *time,
-            Kind::Free,
-            sender,
-            receiver,
-            call_id,
-            tag,
-        ));
-        stats.hops += 1;
-    }
+    stats.hops += hops.len() as u64;
     MailChain { truth, hops }
 }
 
@@ -304,8 +302,9 @@ body\n";
 
     #[test]
     fn received_headers_become_hops_and_the_rest_is_counted() {
+        let (chains, stats) = read_emails(Path::new("t.mbox"), MBOX.as_bytes()).unwrap();
         let mut b = TraceBuilder::new();
-        let stats = read(Path::new("t.mbox"), MBOX.as_bytes(), &mut b).unwrap();
+        push(&chains, &stats, &mut b);
         assert_eq!(
             stats,
             MboxStats {
@@ -317,6 +316,7 @@ body\n";
                 missing_host: 1,
                 without_message_id: 2,
                 repeated_message_id: 0,
+                lines: 16,
             }
         );
         let trace = b.finish();
@@ -360,15 +360,9 @@ Received: from mail.sender.net by mx.example.com; Tue, 11 Mar 2003 10:00:09 -080
 Message-Id: <1@sender.net>\n\
 \n\
 body\n";
+        let (chains, stats) = read_emails(Path::new("t.mbox"), mbox.as_bytes()).unwrap();
         let mut b = TraceBuilder::new();
-        let mut chains = Vec::new();
-        let stats = read_chains(
-            Path::new("t.mbox"),
-            mbox.as_bytes(),
-            &mut b,
-            Some(&mut chains),
-        )
-        .unwrap();
+        push(&chains, &stats, &mut b);
         assert_eq!((stats.emails, stats.hops), (2, 3));
         assert_eq!(
             (stats.without_message_id, stats.repeated_message_id),

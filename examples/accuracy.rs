@@ -993,7 +993,12 @@ fn mail_table(mbox: &Path) -> String {
              target/spam-assassin/{name}.mbox` (add `--align off` for the relays' clocks as written). \
              The true chains are each email's hops in the order of its headers, cut where a hop leaves \
              another host than the one the hop before reached ({} emails, {} runs, {} emails cut): a path \
-             the search could not follow by host names is not counted against it. A true path is found \
+             the search could not follow by host names is not counted against it. Many cuts are where \
+             a relay hands mail on to itself over loopback under another name (`from lair.xent.com \
+             (localhost [127.0.0.1]) by xent.com`); the search, which sees one host there, follows such \
+             mail on past the cut, so a path it finds that way counts as a true path found only as the \
+             start of a longer one, and the longer one, if N emails took it, as a false positive. \
+             A true path is found \
              exactly, only as the start of a longer reported path, inside one, or nowhere; a reported path \
              of ≥ N messages no email followed is a false positive. The true median delays are read on the \
              same clocks as the trace.\n\n\

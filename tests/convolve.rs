@@ -245,6 +245,22 @@ fn records_corrects_a_relay_whose_clock_is_behind_from_the_emails_chains() {
             "1047341810.000000 MSG_RECV sender.net relay1.org - 0@sender.net"
         ]
     );
+    // eval --convolve --mbox scores on the same clocks, and says how it set them.
+    let out = blackbox()
+        .args(["eval", "-q", "--convolve", "--mbox", "--quantum", "1s"])
+        .args(["--max-delay", "1h", "--json", "-"])
+        .arg(&mbox)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let clocks = &json["relay_clocks"];
+    assert_eq!(clocks["negative_before"], 12);
+    assert_eq!(clocks["negative_after"], 0);
+    assert_eq!(clocks["corrected"][0]["host"], "mx.org");
+    assert_eq!(clocks["corrected"][0]["offset_ns"], -115_000_000_000i64);
     // --align off keeps every relay's clock as written.
     blackbox()
         .args(["records", "--align", "off", "--mbox"])

@@ -591,14 +591,12 @@ impl<'a> Search<'a> {
     ) -> SpikeMatches {
         let mut found = SpikeMatches::default();
         let mut taken = vec![false; leaving.len()];
-        let base = &self.scales[0];
+        let mut tally = (&mut taken[..], &mut found);
         self.spikes_at(
-            base,
-            arrivals,
-            arrival_times,
+            &self.scales[0],
+            (arrivals, arrival_times),
             leaving,
-            &mut taken,
-            &mut found,
+            &mut tally,
             stats,
         );
         let coarse = match coarser {
@@ -606,35 +604,25 @@ impl<'a> Search<'a> {
             false => &[],
         };
         for scale in coarse {
-            let left = taken.iter().filter(|&&t| !t).count() as u64;
+            let left = tally.0.iter().filter(|&&t| !t).count() as u64;
             if left < self.options.min_count || !self.sparse(scale, arrival_times) {
                 break;
             }
             let signal = Signal::from_times(arrival_times, self.origin, scale.quantum);
-            self.spikes_at(
-                scale,
-                &signal,
-                arrival_times,
-                leaving,
-                &mut taken,
-                &mut found,
-                stats,
-            );
+            self.spikes_at(scale, (&signal, arrival_times), leaving, &mut tally, stats);
         }
         found
     }
 
     /// One scale of [`Self::spike_matches`]: the spikes of the correlation of the
-    /// arrivals with the departures not `taken`, and their matches.
-    #[allow(clippy::too_many_arguments)]
+    /// arrivals with the departures not yet taken, and their matches, added to `tally`
+    /// (which departures are taken, and what was found).
     fn spikes_at(
         &self,
         scale: &Scale,
-        arrivals: &Signal,
-        arrival_times: &[Nanos],
+        (arrivals, arrival_times): (&Signal, &[Nanos]),
         leaving: &[(Nanos, u32)],
-        taken: &mut [bool],
-        found: &mut SpikeMatches,
+        (taken, found): &mut (&mut [bool], &mut SpikeMatches),
         stats: &mut ConvolveStats,
     ) {
         let times: Vec<Nanos> = leaving

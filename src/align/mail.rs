@@ -73,7 +73,7 @@ impl MailClocks {
     pub fn correct(&self, chains: &mut [MailChain]) {
         for chain in chains {
             for (_, by, time) in &mut chain.hops {
-                *time -= self.offset(by);
+                *time = time.saturating_sub(self.offset(by));
             }
         }
     }
@@ -90,7 +90,7 @@ fn delays_by_pair(chains: &[MailChain]) -> HashMap<(&str, &str), Vec<Nanos>> {
                 pairs
                     .entry((earlier.as_str(), later.as_str()))
                     .or_default()
-                    .push(t1 - t0);
+                    .push(t1.saturating_sub(*t0));
             }
         }
     }
@@ -132,8 +132,9 @@ pub fn estimate(chains: &[MailChain]) -> MailClocks {
         }
     }
     for (i, relay) in relays.iter().enumerate() {
-        // Header dates are whole seconds: so are the offsets worth stating.
-        let offset = (seconds[i].round() as Nanos) * 1_000_000_000;
+        // Header dates are whole seconds: so are the offsets worth stating. (The cast
+        // saturates: dates centuries apart cannot overflow.)
+        let offset = (seconds[i].round() * 1e9) as Nanos;
         if offset != 0 {
             clocks.offsets.insert((*relay).to_owned(), offset);
             clocks.corrected.push(RelayClock {
@@ -148,10 +149,13 @@ pub fn estimate(chains: &[MailChain]) -> MailClocks {
         .corrected
         .sort_by(|a, b| b.delays.cmp(&a.delays).then_with(|| a.host.cmp(&b.host)));
     for ((earlier, later), delays) in &by_pair {
-        let shift = clocks.offset(later) - clocks.offset(earlier);
+        let shift = clocks.offset(later).saturating_sub(clocks.offset(earlier));
         clocks.delays += delays.len() as u64;
         clocks.negative_before += delays.iter().filter(|&&d| d < 0).count() as u64;
-        clocks.negative_after += delays.iter().filter(|&&d| d - shift < 0).count() as u64;
+        clocks.negative_after += delays
+            .iter()
+            .filter(|&&d| d.saturating_sub(shift) < 0)
+            .count() as u64;
     }
     clocks
 }
@@ -280,5 +284,20 @@ mod tests {
         let clocks = estimate(&chains);
         assert_eq!((clocks.pairs, clocks.corrected.len()), (0, 0));
         assert_eq!(clocks.negative_after, clocks.negative_before);
+    }
+
+    #[test]
+    fn dates_centuries_apart_neither_overflow_nor_panic() {
+        // A relay whose clock reads 1970 after one that read 2250: absurd, but a date
+        // the reader accepts.
+        let far = 8_800_000_000;
+        let chains: Vec<MailChain> = (0..6)
+            .map(|i| chain(&[("a", "b", far + i), ("b", "c", i)]))
+            .collect();
+        let mut fixed = chains.clone();
+        let clocks = estimate(&chains);
+        clocks.correct(&mut fixed);
+        assert_eq!(clocks.negative_before, 6);
+        assert_eq!(clocks.negative_after, 0);
     }
 }

@@ -3,6 +3,7 @@
 //! left out, and the loop checks; and mail relays' clocks. Every number comes from
 //! [`crate::align`].
 
+use super::plural;
 use crate::align::fit::Quality;
 use crate::align::mail::MailClocks;
 use crate::align::Alignment;
@@ -129,13 +130,16 @@ const MAIL_CLOCKS_SHOWN: usize = 10;
 pub fn write_mail_clocks(clocks: &MailClocks, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "relay clocks, from the delays between consecutive Received headers: {} delays, {} below zero as read, {} after correcting {} of {} relays ({} pairs of relays with {} delays or more); offset = relay clock − the others'",
+        "relay clocks, from the delays between consecutive Received headers: {} delay{}, {} below zero as read, {} after correcting {} of {} relay{} ({} pair{} of relays with {} delays or more); offset = relay clock − the others'",
         clocks.delays,
+        plural(clocks.delays),
         clocks.negative_before,
         clocks.negative_after,
         clocks.corrected.len(),
         clocks.relays_estimated,
+        plural(clocks.relays_estimated as u64),
         clocks.pairs,
+        plural(clocks.pairs as u64),
         crate::align::mail::MIN_PAIR_DELAYS
     )?;
     if clocks.corrected.is_empty() {

@@ -155,6 +155,15 @@ pub trait Render {
 }
 
 /// Nanoseconds to seconds, for the formats that speak seconds.
+/// "s" after a count other than one.
+pub(crate) fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 pub(crate) fn seconds(ns: f64) -> f64 {
     ns / 1e9
 }

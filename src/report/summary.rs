@@ -1,6 +1,7 @@
 //! The run summary for stderr: what was read, what was set aside and why, and what the
 //! algorithm found. Every skipped line or message appears here with its reason.
 
+use super::plural;
 use crate::capture::stats::FileStats;
 use crate::nesting::NestStats;
 use crate::trace::InputStats;
@@ -186,12 +187,4 @@ pub fn write_late_lines(cut: &crate::streaming::Cut, out: &mut dyn Write) -> io:
         )?;
     }
     Ok(())
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }

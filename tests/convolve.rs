@@ -261,6 +261,18 @@ fn records_corrects_a_relay_whose_clock_is_behind_from_the_emails_chains() {
     assert_eq!(clocks["negative_after"], 0);
     assert_eq!(clocks["corrected"][0]["host"], "mx.org");
     assert_eq!(clocks["corrected"][0]["offset_ns"], -115_000_000_000i64);
+    // align --mbox shows the same estimate alone.
+    blackbox()
+        .args(["align", "--mbox"])
+        .arg(&mbox)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "mx.org    -115.0 s      2      12",
+        ))
+        .stderr(predicate::str::contains(
+            "12 emails, 24 Received headers -> 24 hops",
+        ));
     // --align off keeps every relay's clock as written.
     blackbox()
         .args(["records", "--align", "off", "--mbox"])

@@ -121,11 +121,20 @@ pub(super) enum Command {
     /// turned into its clock along its shortest path. Prints per host its offset and
     /// drift against the reference, the bounds, quality and samples. nest, eval,
     /// convolve and records do the same on several captures unless --align off.
-    #[command(after_long_help = "Examples:
+    ///
+    /// With --mbox, the relays' clocks of an mbox instead, from the delays between its
+    /// emails' consecutive Received headers (records --mbox and eval --convolve --mbox
+    /// apply the same correction): every relay corrected, with its offset against the
+    /// others and the pairs and delays it rests on.
+    #[command(
+        override_usage = "blackbox align [OPTIONS] <CAPTURE>...\n       blackbox align [OPTIONS] --mbox <FILE>",
+        after_long_help = "Examples:
   blackbox align traces/shop/*.pcap*
   blackbox align traces/shop/*.pcap* --json - > clocks.json
   blackbox align traces/shop/*.pcap* --write aligned/
-")]
+  blackbox align --mbox tests/data/sample.mbox
+"
+    )]
     Align(AlignArgs),
 }
 
@@ -133,8 +142,16 @@ pub(super) enum Command {
 pub(super) struct AlignArgs {
     /// Packet captures (pcap/pcapng, gzip'd or not), one per host; `-` for standard
     /// input.
-    #[arg(required = true, value_name = "CAPTURE")]
+    #[arg(
+        value_name = "CAPTURE",
+        required_unless_present = "mbox",
+        conflicts_with = "mbox"
+    )]
     pub(super) files: Vec<PathBuf>,
+
+    /// An mbox file instead: its relays' clocks, from its emails' Received headers.
+    #[arg(long, value_name = "FILE", conflicts_with = "write")]
+    pub(super) mbox: Option<PathBuf>,
 
     #[command(flatten)]
     pub(super) capture: CaptureArgs,

@@ -39,6 +39,15 @@ pub(super) fn align(args: AlignArgs) -> Result<()> {
         &[("--write", args.write.as_deref())],
         false,
     )?;
+    if let Some(mbox) = &args.mbox {
+        let mail = input::read_mbox(mbox, true)?;
+        report::input::write_mbox(mbox, &mail.stats, &mut io::stderr().lock())?;
+        let clocks = mail.clocks.expect("asked for");
+        if let Some(path) = &args.json {
+            write_out(Some(path), |w| write_json(&clocks, w))?;
+        }
+        return main.write(|w| report::alignment::write_mail_clocks(&clocks, usize::MAX, w));
+    }
     let captures = input::read_for_alignment(&args.files, &args.capture.options()?)?;
     let alignment = align::align_with(&captures, method, args.capture.least_squares);
     if let Some(path) = &args.json {
@@ -91,7 +100,7 @@ fn write_mail_summary(path: &Path, mail: &input::Mail) -> Result<()> {
     let mut text = Vec::new();
     report::input::write_mbox(path, &mail.stats, &mut text)?;
     if let Some(clocks) = &mail.clocks {
-        report::alignment::write_mail_clocks(clocks, &mut text)?;
+        report::alignment::write_mail_clocks(clocks, 10, &mut text)?;
     }
     io::stderr().write_all(&text)?;
     Ok(())

@@ -122,12 +122,10 @@ pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result
     Ok(())
 }
 
-/// Relays shown by name in [`write_mail_clocks`]; the rest are counted.
-const MAIL_CLOCKS_SHOWN: usize = 10;
-
 /// Writes the relays' clocks as estimated from the emails' chains: what the correction
-/// did to the delays below zero, then the corrected relays with the most delays.
-pub fn write_mail_clocks(clocks: &MailClocks, out: &mut dyn Write) -> io::Result<()> {
+/// did to the delays below zero, then the corrected relays with the most delays, at
+/// most `shown` of them by name (the rest counted).
+pub fn write_mail_clocks(clocks: &MailClocks, shown: usize, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "relay clocks, from the delays between consecutive Received headers: {} delay{}, {} below zero as read, {} after correcting {} of {} relay{} ({} pair{} of relays with {} delays or more); offset = relay clock − the others'",
@@ -145,7 +143,7 @@ pub fn write_mail_clocks(clocks: &MailClocks, out: &mut dyn Write) -> io::Result
     if clocks.corrected.is_empty() {
         return Ok(());
     }
-    let shown = &clocks.corrected[..clocks.corrected.len().min(MAIL_CLOCKS_SHOWN)];
+    let shown = &clocks.corrected[..clocks.corrected.len().min(shown)];
     let width = shown
         .iter()
         .map(|r| r.host.chars().count())

@@ -4,9 +4,9 @@
 //! the email after the relay that wrote the one before it. So along every chain each
 //! delay between consecutive headers, read on two relays' clocks, is the true delay
 //! (never below zero) plus the later relay's offset minus the earlier one's. Owns the
-//! estimate of each relay's offset from those delays and nothing else: reading the mbox
-//! is [`crate::trace::mbox`]'s, and turning the hops' times is the caller's (through
-//! [`MailClocks::offset`]).
+//! estimate of each relay's offset from those delays, and turning the chains' times
+//! ([`MailClocks::correct`]); reading the mbox and writing the hops into a trace are
+//! [`crate::trace::mbox`]'s.
 //!
 //! The estimate: for every ordered pair of relays with at least [`MIN_PAIR_DELAYS`]
 //! delays, the lower envelope (the [`ENVELOPE_QUANTILE`] quantile, so that one misdated

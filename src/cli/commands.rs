@@ -279,10 +279,7 @@ fn eval_convolution(args: &EvalArgs, main: &MainOutput) -> Result<()> {
             "relay_clocks": mail_clocks,
             "scores": scores,
         });
-        write_out(Some(path), |w| {
-            serde_json::to_writer_pretty(&mut *w, &json)?;
-            writeln!(w)
-        })?;
+        write_out(Some(path), |w| write_json(&json, w))?;
     }
     Ok(())
 }

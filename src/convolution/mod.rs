@@ -146,15 +146,27 @@ impl PathPattern {
         self.edges.last().map_or(0, |e| e.count)
     }
 
+    /// The nodes passed, the first sender first.
+    pub fn nodes(&self) -> Vec<NodeId> {
+        let mut nodes = Vec::with_capacity(self.edges.len() + 1);
+        nodes.extend(self.edges.first().map(|e| e.from));
+        nodes.extend(self.edges.iter().map(|e| e.to));
+        nodes
+    }
+
     /// `a->b->c`.
     pub fn signature(&self, trace: &Trace) -> String {
-        let mut s = trace.node_name(self.edges[0].from).to_owned();
-        for e in &self.edges {
-            s.push_str("->");
-            s.push_str(trace.node_name(e.to));
-        }
-        s
+        signature(trace, &self.nodes())
     }
+}
+
+/// The signature of a sequence of nodes, `a->b->c`, as paths are named.
+pub fn signature(trace: &Trace, nodes: &[NodeId]) -> String {
+    nodes
+        .iter()
+        .map(|&n| trace.node_name(n))
+        .collect::<Vec<_>>()
+        .join("->")
 }
 
 /// What the search set aside, and why.

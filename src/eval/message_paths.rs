@@ -12,7 +12,7 @@
 //! compared with the true chains' median.
 
 use super::paths::Counts;
-use crate::convolution::Convolution;
+use crate::convolution::{signature, Convolution};
 use crate::trace::mbox::MailChain;
 use crate::trace::{Nanos, NodeId, Trace};
 use hashbrown::{HashMap, HashSet};
@@ -23,13 +23,11 @@ pub fn true_paths(trace: &Trace) -> HashMap<String, u64> {
     let mut counts = HashMap::new();
     for messages in instances(trace) {
         // Messages are in time order already; a path is its first sender, then receivers.
-        let first = &trace.messages[messages[0]];
-        let mut signature = trace.node_name(first.sender()).to_owned();
-        for &i in &messages {
-            signature.push_str("->");
-            signature.push_str(trace.node_name(trace.messages[i].receiver()));
-        }
-        *counts.entry(signature).or_insert(0) += 1;
+        let first = trace.messages[messages[0]].sender();
+        let nodes: Vec<NodeId> = std::iter::once(first)
+            .chain(messages.iter().map(|&i| trace.messages[i].receiver()))
+            .collect();
+        *counts.entry(signature(trace, &nodes)).or_insert(0) += 1;
     }
     counts
 }
@@ -237,22 +235,8 @@ pub fn score_paths(
     for chain in &chains.chains {
         by_path.entry(&chain.nodes).or_default().push(chain);
     }
-    let reported: Vec<(Vec<NodeId>, &crate::convolution::PathPattern)> = found
-        .paths
-        .iter()
-        .map(|p| {
-            let mut nodes = vec![p.edges[0].from];
-            nodes.extend(p.edges.iter().map(|e| e.to));
-            (nodes, p)
-        })
-        .collect();
-    let name = |nodes: &[NodeId]| {
-        nodes
-            .iter()
-            .map(|&n| trace.node_name(n))
-            .collect::<Vec<_>>()
-            .join("->")
-    };
+    let reported: Vec<(Vec<NodeId>, &crate::convolution::PathPattern)> =
+        found.paths.iter().map(|p| (p.nodes(), p)).collect();
     let mut true_paths: Vec<TruePath> = by_path
         .iter()
         .filter(|(_, runs)| runs.len() as u64 >= min_count)
@@ -291,7 +275,7 @@ pub fn score_paths(
                     .collect()
             });
             TruePath {
-                signature: name(nodes),
+                signature: signature(trace, nodes),
                 count: runs.len() as u64,
                 found,
                 delays,
@@ -307,7 +291,7 @@ pub fn score_paths(
         .iter()
         .filter(|(_, p)| p.count() >= min_count)
         .map(|(nodes, p)| ReportedPath {
-            signature: name(nodes),
+            signature: signature(trace, nodes),
             count: p.count(),
             taken_by: by_path
                 .get(nodes.as_slice())
@@ -492,13 +476,7 @@ mod tests {
         let mut runs: Vec<String> = chains
             .chains
             .iter()
-            .map(|c| {
-                c.nodes
-                    .iter()
-                    .map(|&n| trace.node_name(n))
-                    .collect::<Vec<_>>()
-                    .join("->")
-            })
+            .map(|c| signature(&trace, &c.nodes))
             .collect();
         runs.sort();
         assert_eq!(runs, ["a->b", "a->b->b->c", "c->d"]);

@@ -47,11 +47,17 @@ impl EventKinds {
 /// The calls of one node as arrays, computed once: what the model reads of every
 /// parent and child, and who watches whom.
 pub(super) struct NodeCalls<'a> {
-    /// The node's children and parents (the call pairs they index), whose times on B's
-    /// clock are read where they are rather than copied.
+    /// The node's children and parents (the call pairs they index).
     pub(super) pairs: &'a [CallPair],
     pub(super) outgoing: &'a [u32],
     pub(super) incoming: &'a [u32],
+    /// Per child, when it left and returned; per parent, when it arrived and answered
+    /// (B's clock): the times every walk of a parent's sequence reads, copied next to
+    /// each other. Read through `pairs`, every one was a cache miss, since a node's
+    /// calls are scattered among all the trace's: on the 10.8 GB capture set those two
+    /// loads were a third of the search's scoring.
+    pub(super) child_times: Vec<[Nanos; 2]>,
+    pub(super) parent_times: Vec<[Nanos; 2]>,
     /// Per child (index into `outgoing`), the dense kind of its callee.
     pub(super) kind: Vec<u32>,
     /// Per parent (index into `incoming`), the dense id of its caller.
@@ -163,6 +169,20 @@ impl<'a> NodeCalls<'a> {
             pairs,
             outgoing,
             incoming,
+            child_times: outgoing
+                .iter()
+                .map(|&c| {
+                    let call = &pairs[c as usize];
+                    [call.caller_send, call.caller_return]
+                })
+                .collect(),
+            parent_times: incoming
+                .iter()
+                .map(|&p| {
+                    let call = &pairs[p as usize];
+                    [call.callee_recv, call.callee_return]
+                })
+                .collect(),
             kind,
             caller,
             child_connection,
@@ -216,11 +236,12 @@ impl<'a> NodeCalls<'a> {
     /// the bin of the delay from p's arrival to k leaving, and the bin of the gap from
     /// k's return to p's answer. (Cheaper to recompute each round than to keep.)
     pub(super) fn link_bins(&self, k: u32, p: u32) -> (usize, usize, usize) {
-        let (child, parent) = (self.child(k), self.parent(p));
+        let ([send, back], [arrival, answer]) =
+            (self.child_times[k as usize], self.parent_times[p as usize]);
         let key = self.caller[p as usize] as usize * self.events.kinds as usize
             + self.kind[k as usize] as usize;
-        let start = self.table.index(child.caller_send - parent.callee_recv);
-        let end = self.table.index(parent.callee_return - child.caller_return);
+        let start = self.table.index(send - arrival);
+        let end = self.table.index(answer - back);
         (key, start, end)
     }
 
@@ -249,7 +270,7 @@ impl<'a> NodeCalls<'a> {
         type Event = (Nanos, u32, usize);
         let ev = self.events;
         let caller = self.caller[p as usize];
-        let (arrival, answer) = (self.parent(p).callee_recv, self.parent(p).callee_return);
+        let [arrival, answer] = self.parent_times[p as usize];
         open.clear();
         let mut previous = EventKinds::ARRIVAL;
         let mut left: Option<Event> = None;
@@ -286,12 +307,12 @@ impl<'a> NodeCalls<'a> {
             context_key: ev.key(caller, previous, 0),
         };
         for k in children {
-            let child = self.child(k);
-            let (at, kind) = (child.caller_send, self.kind[k as usize]);
+            let [at, back] = self.child_times[k as usize];
+            let kind = self.kind[k as usize];
             if self.async_children
                 && answered.is_none()
                 && at >= answer
-                && child.caller_return > answer
+                && back > answer
             {
                 // The first call out after the answer: the answer comes first.
                 visit(timed(
@@ -314,7 +335,7 @@ impl<'a> NodeCalls<'a> {
                 // Whether the parent waited for it, and if not whether it had answered
                 // already: otherwise nothing would stop a parent from answering as if
                 // its children had not been made.
-                let wait = if child.caller_return <= answer + self.skew_window {
+                let wait = if back <= answer + self.skew_window {
                     ParentWait::Awaited
                 } else if at < answer {
                     ParentWait::Outlived
@@ -333,7 +354,7 @@ impl<'a> NodeCalls<'a> {
             }
             previous = action;
             left = Some((at, action, 1));
-            open.push((child.caller_return, kind));
+            open.push((back, kind));
         }
         if answered.is_none() {
             visit(timed(

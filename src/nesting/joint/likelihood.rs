@@ -8,6 +8,11 @@ use super::model::{set_key, MAX_CHILDREN, SET_DISCOUNT, SET_PRIOR};
 use super::search::Assignment;
 use super::{NO_DENSITY, NO_LINK};
 
+/// Most kinds of children a node may have for a parent's set to be counted per kind on
+/// the stack: listing and sorting the kinds for each parent scored was a tenth of the
+/// search.
+const FEW_KINDS: usize = 16;
+
 /// How a parent's sequence of actions is scored by the Markov chain.
 #[derive(Clone, Copy)]
 pub(super) enum Chain {
@@ -145,32 +150,69 @@ impl Assignment<'_> {
         discounted: bool,
     ) -> (f64, f64) {
         let calls = self.calls;
-        let kinds = calls.events.kinds as usize;
         let a = calls.caller[p as usize] as usize;
+        let kinds = calls.events.kinds as usize;
+        if kinds <= FEW_KINDS {
+            let mut counts = [0usize; FEW_KINDS];
+            for c in children {
+                counts[calls.kind[c as usize] as usize] += 1;
+            }
+            let runs = (0..kinds as u32)
+                .filter(|&c| counts[c as usize] > 0)
+                .map(|c| (c, counts[c as usize]));
+            return self.odds_of_set(a, runs, discounted);
+        }
         let mut seen = self.kinds.borrow_mut();
         seen.clear();
         seen.extend(children.map(|c| calls.kind[c as usize]));
         seen.sort_unstable();
-        let width = MAX_CHILDREN + 1;
-        let independent: f64 = self.none_log[a]
-            + seen
-                .chunk_by(|x, y| x == y)
-                .map(|run| {
-                    let base = (a * kinds + run[0] as usize) * width;
-                    self.count_log[base + run.len().min(MAX_CHILDREN)] - self.count_log[base]
-                })
-                .sum::<f64>();
+        let runs = seen.chunk_by(|x, y| x == y).map(|run| (run[0], run.len()));
+        self.odds_of_set(a, runs, discounted)
+    }
+
+    /// [`Self::set_odds`] of a set of children by caller `a`, given as (kind, how
+    /// many) in ascending order of kind.
+    fn odds_of_set(
+        &self,
+        a: usize,
+        runs: impl Iterator<Item = (u32, usize)> + Clone,
+        discounted: bool,
+    ) -> (f64, f64) {
         if self.sets.is_empty() {
+            let independent = self.independent_odds(a, runs);
             return (independent, independent);
         }
-        let made = self.sets.get(&set_key(a, &seen)).copied().unwrap_or(0.0);
-        let (made, base) = if discounted {
-            ((made - SET_DISCOUNT).max(0.0), self.set_base[a])
-        } else {
-            (made, SET_PRIOR)
-        };
-        let joint = ((made + base * independent.exp()) / (self.parents_of[a] + SET_PRIOR)).ln();
-        (joint, independent)
+        let key = set_key(a, runs.clone());
+        let known = self.set_odds_known.borrow().get(&key).copied();
+        let [weighed, plain, independent] = known.unwrap_or_else(|| {
+            let independent = self.independent_odds(a, runs);
+            let made = self.sets.get(&key).copied().unwrap_or(0.0);
+            let joint = |made: f64, base: f64| {
+                ((made + base * independent.exp()) / (self.parents_of[a] + SET_PRIOR)).ln()
+            };
+            let odds = [
+                joint((made - SET_DISCOUNT).max(0.0), self.set_base[a]),
+                joint(made, SET_PRIOR),
+                independent,
+            ];
+            self.set_odds_known.borrow_mut().insert(key, odds);
+            odds
+        });
+        (if discounted { weighed } else { plain }, independent)
+    }
+
+    /// ln P(caller `a`'s parent makes the set `runs`) with the kinds counted
+    /// independently.
+    fn independent_odds(&self, a: usize, runs: impl Iterator<Item = (u32, usize)>) -> f64 {
+        let kinds = self.calls.events.kinds as usize;
+        let width = MAX_CHILDREN + 1;
+        self.none_log[a]
+            + runs
+                .map(|(kind, n)| {
+                    let base = (a * kinds + kind as usize) * width;
+                    self.count_log[base + n.min(MAX_CHILDREN)] - self.count_log[base]
+                })
+                .sum::<f64>()
     }
 
     /// ln-likelihood of parent `p` with `children` as its calls out, as the search

@@ -126,19 +126,19 @@ pub(super) fn per_time(histograms: &mut [f64], ln_span: &[f64]) {
     }
 }
 
-/// A key for caller `a` with the sorted kinds of a set of children (a kind repeated
-/// beyond [`MAX_CHILDREN`] times counts as that many): a 64-bit mix, whose collisions
-/// among the few thousand sets of a trace are vanishingly unlikely.
-pub(super) fn set_key(a: usize, sorted_kinds: &[u32]) -> u64 {
+/// A key for caller `a` with a set of children, as (kind, how many) in ascending order
+/// of kind (a kind repeated beyond [`MAX_CHILDREN`] times counts as that many): a 64-bit
+/// mix, whose collisions among the few thousand sets of a trace are vanishingly unlikely.
+pub(super) fn set_key(a: usize, runs: impl Iterator<Item = (u32, usize)>) -> u64 {
     let mix = |mut z: u64| {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     };
     let mut key = mix(a as u64 + 1);
-    for run in sorted_kinds.chunk_by(|x, y| x == y) {
-        let count = run.len().min(MAX_CHILDREN) as u64;
-        key = mix(key ^ (u64::from(run[0]) << 8 | count));
+    for (kind, n) in runs {
+        let count = n.min(MAX_CHILDREN) as u64;
+        key = mix(key ^ (u64::from(kind) << 8 | count));
     }
     key
 }
@@ -453,6 +453,7 @@ impl Assignment<'_> {
             .collect();
         self.count_log = histogram;
         self.parents_of = parents_of;
+        self.set_odds_known.get_mut().clear();
         if self.whole_sets {
             self.count_sets();
         }
@@ -517,7 +518,8 @@ impl Assignment<'_> {
             seen.extend(self.children.of(p as u32).map(|c| calls.kind[c as usize]));
             seen.sort_unstable();
             let a = calls.caller[p] as usize;
-            made.entry(set_key(a, &seen)).or_insert((0.0, a)).0 += 1.0;
+            let runs = seen.chunk_by(|x, y| x == y).map(|run| (run[0], run.len()));
+            made.entry(set_key(a, runs)).or_insert((0.0, a)).0 += 1.0;
         }
         drop(seen);
         let mut base = vec![SET_PRIOR; calls.callers];
@@ -530,6 +532,7 @@ impl Assignment<'_> {
         }
         self.set_base = base;
         self.sets = sets;
+        self.set_odds_known.get_mut().clear();
     }
 
     /// Adds the sets of children to the model learned last, and rescores every parent.

@@ -172,6 +172,7 @@ pub(super) fn extend(state: &mut Assignment, robust: bool, scope: Scope) {
     state.robust = robust;
     // The window's sets go: the kinds are counted independently first, as from any start.
     state.sets.clear();
+    state.set_odds_known.get_mut().clear();
     rounds(state);
 }
 

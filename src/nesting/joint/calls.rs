@@ -51,13 +51,15 @@ pub(super) struct NodeCalls<'a> {
     pub(super) pairs: &'a [CallPair],
     pub(super) outgoing: &'a [u32],
     pub(super) incoming: &'a [u32],
-    /// Per child, when it left and returned; per parent, when it arrived and answered
-    /// (B's clock): the times every walk of a parent's sequence reads, copied next to
-    /// each other. Read through `pairs`, every one was a cache miss, since a node's
-    /// calls are scattered among all the trace's: on the 10.8 GB capture set those two
-    /// loads were a third of the search's scoring.
-    pub(super) child_times: Vec<[Nanos; 2]>,
-    pub(super) parent_times: Vec<[Nanos; 2]>,
+    /// On a dense node ([`Self::set_dense`]), per child when it left and returned and
+    /// per parent when it arrived and answered (B's clock), copied next to each other:
+    /// every walk of a parent's sequence reads them, and read through `pairs`, where a
+    /// node's calls are scattered among all the trace's, each was a cache miss (a third
+    /// of the search's scoring on the 10.8 GB capture set). Empty elsewhere, where the
+    /// search is cheap and the 32 bytes per call would be the peak's (the memory
+    /// benchmark at parallelism 1.78: 103 bytes per message against 111 copied).
+    kept_child_times: Vec<[Nanos; 2]>,
+    kept_parent_times: Vec<[Nanos; 2]>,
     /// Per child (index into `outgoing`), the dense kind of its callee.
     pub(super) kind: Vec<u32>,
     /// Per parent (index into `incoming`), the dense id of its caller.
@@ -169,20 +171,8 @@ impl<'a> NodeCalls<'a> {
             pairs,
             outgoing,
             incoming,
-            child_times: outgoing
-                .iter()
-                .map(|&c| {
-                    let call = &pairs[c as usize];
-                    [call.caller_send, call.caller_return]
-                })
-                .collect(),
-            parent_times: incoming
-                .iter()
-                .map(|&p| {
-                    let call = &pairs[p as usize];
-                    [call.callee_recv, call.callee_return]
-                })
-                .collect(),
+            kept_child_times: Vec::new(),
+            kept_parent_times: Vec::new(),
             kind,
             caller,
             child_connection,
@@ -227,6 +217,44 @@ impl<'a> NodeCalls<'a> {
         &self.pairs[self.incoming[p as usize] as usize]
     }
 
+    /// Marks the node dense or not ([`Self::dense`]), and keeps its calls' times beside
+    /// each other if it is.
+    pub(super) fn set_dense(&mut self, dense: bool) {
+        self.dense = dense;
+        if !dense {
+            (self.kept_child_times, self.kept_parent_times) = (Vec::new(), Vec::new());
+            return;
+        }
+        self.kept_child_times = (0..self.outgoing.len() as u32)
+            .map(|k| self.child_times(k))
+            .collect();
+        self.kept_parent_times = (0..self.incoming.len() as u32)
+            .map(|p| self.parent_times(p))
+            .collect();
+    }
+
+    /// When child `k` left and when it returned (B's clock).
+    pub(super) fn child_times(&self, k: u32) -> [Nanos; 2] {
+        match self.kept_child_times.get(k as usize) {
+            Some(&times) => times,
+            None => {
+                let child = self.child(k);
+                [child.caller_send, child.caller_return]
+            }
+        }
+    }
+
+    /// When parent `p` arrived and when it answered (B's clock).
+    pub(super) fn parent_times(&self, p: u32) -> [Nanos; 2] {
+        match self.kept_parent_times.get(p as usize) {
+            Some(&times) => times,
+            None => {
+                let parent = self.parent(p);
+                [parent.callee_recv, parent.callee_return]
+            }
+        }
+    }
+
     /// Whether parent `p` answered before child `k` returned: an asynchronous link.
     pub(super) fn answered(&self, k: u32, p: u32) -> bool {
         outlives(self.child(k), self.parent(p), self.skew_window)
@@ -236,8 +264,7 @@ impl<'a> NodeCalls<'a> {
     /// the bin of the delay from p's arrival to k leaving, and the bin of the gap from
     /// k's return to p's answer. (Cheaper to recompute each round than to keep.)
     pub(super) fn link_bins(&self, k: u32, p: u32) -> (usize, usize, usize) {
-        let ([send, back], [arrival, answer]) =
-            (self.child_times[k as usize], self.parent_times[p as usize]);
+        let ([send, back], [arrival, answer]) = (self.child_times(k), self.parent_times(p));
         let key = self.caller[p as usize] as usize * self.events.kinds as usize
             + self.kind[k as usize] as usize;
         let start = self.table.index(send - arrival);
@@ -270,7 +297,7 @@ impl<'a> NodeCalls<'a> {
         type Event = (Nanos, u32, usize);
         let ev = self.events;
         let caller = self.caller[p as usize];
-        let [arrival, answer] = self.parent_times[p as usize];
+        let [arrival, answer] = self.parent_times(p);
         open.clear();
         let mut previous = EventKinds::ARRIVAL;
         let mut left: Option<Event> = None;
@@ -307,13 +334,9 @@ impl<'a> NodeCalls<'a> {
             context_key: ev.key(caller, previous, 0),
         };
         for k in children {
-            let [at, back] = self.child_times[k as usize];
+            let [at, back] = self.child_times(k);
             let kind = self.kind[k as usize];
-            if self.async_children
-                && answered.is_none()
-                && at >= answer
-                && back > answer
-            {
+            if self.async_children && answered.is_none() && at >= answer && back > answer {
                 // The first call out after the answer: the answer comes first.
                 visit(timed(
                     answer,

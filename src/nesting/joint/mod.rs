@@ -237,7 +237,7 @@ pub fn choose_jointly(
         .filter(|&&n| n > 0)
         .fold((0, 0), |(links, children), &n| (links + n, children + 1));
     let parallelism = links as f64 / f64::from(with_candidates.max(1));
-    calls.dense = parallelism >= SOFT_FROM_PARALLELISM;
+    calls.set_dense(parallelism >= SOFT_FROM_PARALLELISM);
     let calls = calls;
     let all = Scope::all(candidates, incoming.len());
     let initial = match start {
@@ -426,7 +426,7 @@ impl Node<'_> {
                     self.scale,
                     self.facts,
                 );
-                calls.dense = dense;
+                calls.set_dense(dense);
                 let start = start_after_cut(start, cut);
                 let all = Scope::all(&rest, self.incoming.len() - cut.parents as usize);
                 let end = settle(&calls, &rest, start, robust, all);

@@ -184,21 +184,37 @@ impl Assignment<'_> {
         }
         let key = set_key(a, runs.clone());
         let known = self.set_odds_known.borrow().get(&key).copied();
-        let [weighed, plain, independent] = known.unwrap_or_else(|| {
-            let independent = self.independent_odds(a, runs);
-            let made = self.sets.get(&key).copied().unwrap_or(0.0);
-            let joint = |made: f64, base: f64| {
-                ((made + base * independent.exp()) / (self.parents_of[a] + SET_PRIOR)).ln()
-            };
-            let odds = [
-                joint((made - SET_DISCOUNT).max(0.0), self.set_base[a]),
-                joint(made, SET_PRIOR),
-                independent,
-            ];
-            self.set_odds_known.borrow_mut().insert(key, odds);
-            odds
-        });
+        let [weighed, plain, independent] = match known {
+            Some(odds) => {
+                // Every test of the joint search checks that no odds outlive their model.
+                debug_assert!(
+                    odds == self.weigh_set(a, key, runs),
+                    "a set's odds kept from an older model"
+                );
+                odds
+            }
+            None => {
+                let odds = self.weigh_set(a, key, runs);
+                self.set_odds_known.borrow_mut().insert(key, odds);
+                odds
+            }
+        };
         (if discounted { weighed } else { plain }, independent)
+    }
+
+    /// The odds of caller `a`'s set `runs` (of key `key`) under the model: discounted,
+    /// plain, and with the kinds counted independently.
+    fn weigh_set(&self, a: usize, key: u64, runs: impl Iterator<Item = (u32, usize)>) -> [f64; 3] {
+        let independent = self.independent_odds(a, runs);
+        let made = self.sets.get(&key).copied().unwrap_or(0.0);
+        let joint = |made: f64, base: f64| {
+            ((made + base * independent.exp()) / (self.parents_of[a] + SET_PRIOR)).ln()
+        };
+        [
+            joint((made - SET_DISCOUNT).max(0.0), self.set_base[a]),
+            joint(made, SET_PRIOR),
+            independent,
+        ]
     }
 
     /// ln P(caller `a`'s parent makes the set `runs`) with the kinds counted

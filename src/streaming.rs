@@ -114,7 +114,7 @@ pub fn nest_text(
     let mut lines = MergedLines::new(inputs)?;
     let first = lines.chunk(stream.segment_lines, 0, None)?;
     if lines.exhausted() {
-        return Ok(Outcome::Whole(whole_trace(&lines, &first)?));
+        return Ok(Outcome::Whole(whole_trace(&lines, first)?));
     }
     let margin = margin(&lines, &first, options)?;
     let mut merged = Merged::default();
@@ -437,13 +437,16 @@ impl MergedLines {
     }
 }
 
-/// The whole trace of an input that fit one chunk, counted as the reader counts.
-fn whole_trace(lines: &MergedLines, chunk: &Chunk) -> Result<Trace, TraceError> {
+/// The whole trace of an input that fit one chunk, counted as the reader counts. The
+/// chunk's text goes before the trace is finished, whose sorting and shrinking were
+/// the peak of a trace read whole with the text still held.
+fn whole_trace(lines: &MergedLines, chunk: Chunk) -> Result<Trace, TraceError> {
     let mut builder = TraceBuilder::new();
     builder.reserve(chunk.lines.len());
     for k in 0..chunk.lines.len() {
-        lines.parse(chunk, k, &mut builder)?;
+        lines.parse(&chunk, k, &mut builder)?;
     }
+    drop(chunk);
     let stats = builder.stats_mut();
     stats.files = lines.files.len() as u64;
     stats.lines = lines.read;

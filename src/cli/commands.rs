@@ -516,7 +516,7 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
     }
     let opened = match whole_needed {
         true => Err(sources),
-        false => input::open_texts(sources, input_options.progress)?,
+        false => input::open_texts(sources, input_options.progress, args.segment_lines)?,
     };
     let loaded = match opened {
         Err(sources) => load_sources(sources, &input_options, args.input.quiet)?,

@@ -240,18 +240,22 @@ fn hold_at_most(sources: &[Source], lines: usize) -> bool {
         let Ok(mut file) = std::fs::File::open(&source.path) else {
             return false;
         };
-        // A last line without its newline.
-        seen += 1;
+        let mut ended = true;
         loop {
             match std::io::Read::read(&mut file, &mut block) {
                 Ok(0) => break,
-                Ok(n) => seen += memchr::memchr_iter(b'\n', &block[..n]).count(),
+                Ok(n) => {
+                    seen += memchr::memchr_iter(b'\n', &block[..n]).count();
+                    ended = block[n - 1] == b'\n';
+                }
                 Err(_) => return false,
             }
             if seen > lines {
                 return false;
             }
         }
+        // A last line without its newline.
+        seen += usize::from(!ended);
     }
     seen <= lines
 }
@@ -623,11 +627,11 @@ mod tests {
                 .collect()
         };
         // A last line without its newline still counts.
-        assert!(hold_at_most(&sources(&[&three]), 4));
+        assert!(hold_at_most(&sources(&[&three]), 3));
         assert!(!hold_at_most(&sources(&[&three]), 2));
         assert!(hold_at_most(&sources(&[&two_unended]), 2));
         assert!(!hold_at_most(&sources(&[&two_unended]), 1));
-        assert!(hold_at_most(&sources(&[&three, &two_unended]), 6));
+        assert!(hold_at_most(&sources(&[&three, &two_unended]), 5));
         assert!(!hold_at_most(&sources(&[&three, &two_unended]), 4));
     }
 }

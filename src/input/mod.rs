@@ -231,12 +231,15 @@ pub fn open_texts(
 /// MB that way, against 113 MB read whole). Standard input and gzip cannot be counted
 /// without being read, so they stream.
 fn hold_at_most(sources: &[Source], lines: usize) -> bool {
+    if sources
+        .iter()
+        .any(|source| !source.is_file() || source.gzip)
+    {
+        return false;
+    }
     let mut seen = 0usize;
     let mut block = vec![0u8; 1 << 20];
     for source in sources {
-        if !source.is_file() || source.gzip {
-            return false;
-        }
         let Ok(mut file) = std::fs::File::open(&source.path) else {
             return false;
         };

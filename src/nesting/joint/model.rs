@@ -535,6 +535,13 @@ impl Assignment<'_> {
         self.set_odds_known.get_mut().clear();
     }
 
+    /// Drops the sets learned, so that kinds count independently, and the odds weighed
+    /// with them.
+    pub(super) fn forget_sets(&mut self) {
+        self.sets.clear();
+        self.set_odds_known.get_mut().clear();
+    }
+
     /// Adds the sets of children to the model learned last, and rescores every parent.
     pub(super) fn learn_sets(&mut self) {
         self.count_sets();

@@ -171,8 +171,7 @@ pub(super) fn extend(state: &mut Assignment, robust: bool, scope: Scope) {
     state.remember_gains();
     state.robust = robust;
     // The window's sets go: the kinds are counted independently first, as from any start.
-    state.sets.clear();
-    state.set_odds_known.get_mut().clear();
+    state.forget_sets();
     rounds(state);
 }
 

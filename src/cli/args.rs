@@ -73,7 +73,8 @@ pub(super) enum Command {
     /// departures become signals (√count per quantum), and the delays at which their
     /// cross-correlation spikes are the node's causal delays. Calls and returns count as
     /// plain messages, so RPC traces work too. Reads captures or text traces, as nest
-    /// does. Prints the paths, most followed first, with each node's delays.
+    /// does. Prints the paths, most followed first, with each node's median delay (and
+    /// its spikes, where there are several).
     #[command(after_long_help = "Examples:
   blackbox convolve traces/freeform.trace
   blackbox convolve -q --quantum 5ms --max-delay 500ms --json - traces/freeform.trace

@@ -85,14 +85,16 @@ const SATURATED: f64 = 0.5;
 /// Arrivals per window of ± variance below which matches can be counted against chance.
 const SPARSE: f64 = 0.1;
 
-/// The coarsest resolution the roots' test widens to, in quanta. Where a hop's delays
+/// The coarsest resolution the roots' test and a hop's median delay widen to, in
+/// quanta. Where a hop's delays
 /// spread over many quanta (mail relays queue for seconds to hours), no one quantum
 /// holds enough of them to spike, and the sends matching left unexplained looked like a
 /// node's own (easy-ham-1 at 5 s: 417 of xent.com's 647 deliveries to dogma, 153 of
 /// usw-sf-list2's, each reported as a path of its own). So before they start paths, the
 /// departures no spike took are correlated again at 2, 4, ... quanta while arrivals
-/// stay sparse at that width ([`Search::spike_matches`]). Only there: in the path
-/// search, matches at coarse scales joined unrelated hops into paths (easy-ham-1's
+/// stay sparse at that width ([`Search::spike_matches`]). Only there and in the
+/// median ([`Edge::median`]): which messages a path carries is decided at the quantum,
+/// since matches at coarse scales joined unrelated hops into paths (easy-ham-1's
 /// self-hops repeated again; multi-tier at 2 ms, 10 more false positives).
 const COARSEST: i64 = 64;
 
@@ -136,6 +138,15 @@ pub struct Edge {
     pub count: u64,
     /// Delays at the sender before this hop, most frequent first; empty on a root's hop.
     pub delays: Vec<Delay>,
+    /// The median delay at the sender before this hop; `None` on a root's hop. Where
+    /// a hop's delays spread (a relay's queue), most of them fall at no spike, and the
+    /// most frequent delay is the mode of a skewed spread, not its middle (easy-ham-1
+    /// at 30 s, egwn.net: main spike 391 s, the emails' median 506 s). So the median
+    /// is taken over the departures matched at the quantum and, where arrivals are
+    /// sparse, at each coarser scale up to [`COARSEST`] quanta, as the roots' test
+    /// matches them: those matched only at coarser scales count here and nowhere else
+    /// (not in `count` or on the path), since matches there joined unrelated hops.
+    pub median: Option<Nanos>,
 }
 
 /// A path from a root: its hops in order.
@@ -333,11 +344,14 @@ impl Scale {
 /// What [`Search::spike_matches`] found.
 #[derive(Default)]
 struct SpikeMatches {
-    /// Per spike kept, highest first, its departures (index into `leaving`, delay).
+    /// Per spike kept at the quantum, highest first, its departures (index into
+    /// `leaving`, delay).
     spikes: Vec<Vec<(usize, Nanos)>>,
-    /// Spikes at negative delays.
+    /// The same for the spikes kept at coarser scales, coarsest last.
+    wider: Vec<Vec<(usize, Nanos)>>,
+    /// Spikes at negative delays, at the quantum.
     negative: u64,
-    /// Spikes that matched no more than chance.
+    /// Spikes that matched no more than chance, at the quantum.
     coincidental: u64,
 }
 
@@ -345,6 +359,7 @@ struct SpikeMatches {
 struct Caused {
     to: NodeId,
     delays: Vec<Delay>,
+    median: Nanos,
     messages: Vec<u32>,
 }
 
@@ -477,8 +492,8 @@ impl<'a> Search<'a> {
                 .collect();
             // Caused where the spikes above chance match most of them; a spike that
             // matches a few (a batch that happened to follow some arrival) does not.
-            let found = self.spike_matches((&arrivals, &arrival_times), &leaving, true, stats);
-            let caused: usize = found.spikes.iter().map(Vec::len).sum();
+            let found = self.spike_matches((&arrivals, &arrival_times), &leaving, stats);
+            let caused: usize = found.spikes.iter().chain(&found.wider).map(Vec::len).sum();
             let caused = caused as f64 >= (1.0 - ROOT_SHARE) * n as f64;
             if caused {
                 continue;
@@ -565,6 +580,7 @@ impl<'a> Search<'a> {
                 to,
                 count: messages.len() as u64,
                 delays: Vec::new(),
+                median: None,
             }];
             self.process(to, &messages, &mut path, paths, stats, explained);
         }
@@ -611,6 +627,7 @@ impl<'a> Search<'a> {
                 to: c.to,
                 count: c.messages.len() as u64,
                 delays: c.delays,
+                median: Some(c.median),
             });
             if occurrences >= self.options.max_repeats {
                 stats.repeated_edges += 1;
@@ -650,15 +667,13 @@ impl<'a> Search<'a> {
     /// spike, highest first: the correlation of the arrivals (their signal and times)
     /// with the departures, its spikes at positive delays, and at each the departures
     /// no higher spike took matched to arrivals, where more than chance gives
-    /// ([`Self::chance_matches`]). With `coarser`, where arrivals are sparse, the
-    /// departures still untaken are then correlated again at each coarser scale in
-    /// turn, under the same test: a delay spread over many quanta spikes only when the
-    /// quanta are merged.
+    /// ([`Self::chance_matches`]). Where arrivals are sparse, the departures still
+    /// untaken are then correlated again at each coarser scale in turn, under the same
+    /// test: a delay spread over many quanta spikes only when the quanta are merged.
     fn spike_matches(
         &self,
         (arrivals, arrival_times): (&Signal, &[Nanos]),
         leaving: &[(Nanos, u32)],
-        coarser: bool,
         stats: &mut ConvolveStats,
     ) -> SpikeMatches {
         let mut found = SpikeMatches::default();
@@ -671,11 +686,7 @@ impl<'a> Search<'a> {
             &mut tally,
             stats,
         );
-        let coarse = match coarser {
-            true => &self.scales[1..],
-            false => &[],
-        };
-        for scale in coarse {
+        for scale in &self.scales[1..] {
             let left = tally.0.iter().filter(|&&t| !t).count() as u64;
             if left < self.options.min_count || !self.sparse(scale, arrival_times) {
                 break;
@@ -713,20 +724,25 @@ impl<'a> Search<'a> {
         // raise the deviation enough to hide a genuine later spike.
         let (before, after) = c.split_at(scale.max_lag as usize);
         let (n, s) = (self.options.spike_sigma, self.options.gap_sigma);
-        found.negative += spikes::find_spikes(before, n, s).len() as u64;
+        let at_quantum = scale.quantum == self.options.quantum;
+        if at_quantum {
+            found.negative += spikes::find_spikes(before, n, s).len() as u64;
+        }
         for lag in spikes::find_spikes(after, n, s) {
             // Chance among the departures no higher spike took.
             let chance = self.chance_matches(scale, arrival_times, leaving, taken);
             let matched = self.match_at(scale, arrival_times, leaving, lag as i64, taken);
             if (matched.len() as f64) < chance {
-                found.coincidental += 1;
+                found.coincidental += u64::from(at_quantum);
                 continue;
             }
             for &(k, _) in &matched {
                 taken[k] = true;
             }
-            if !matched.is_empty() {
-                found.spikes.push(matched);
+            match (matched.is_empty(), at_quantum) {
+                (true, _) => {}
+                (false, true) => found.spikes.push(matched),
+                (false, false) => found.wider.push(matched),
             }
         }
     }
@@ -860,10 +876,16 @@ impl<'a> Search<'a> {
             if (leaving.len() as u64) < self.options.min_count {
                 continue;
             }
-            let found =
-                self.spike_matches((&arrival_signal, &arrival_times), &leaving, false, stats);
+            let found = self.spike_matches((&arrival_signal, &arrival_times), &leaving, stats);
             stats.negative_delay_spikes += found.negative;
             stats.coincidental_spikes += found.coincidental;
+            let mut matched_delays: Vec<Nanos> = found
+                .spikes
+                .iter()
+                .chain(&found.wider)
+                .flatten()
+                .map(|&(_, delay)| delay)
+                .collect();
             let mut delays = Vec::new();
             let mut messages = Vec::new();
             for matched in found.spikes {
@@ -883,9 +905,11 @@ impl<'a> Search<'a> {
                 continue;
             }
             delays.sort_by(|a, b| b.count.cmp(&a.count).then(a.delay.cmp(&b.delay)));
+            let middle = matched_delays.len() / 2;
             caused.push(Caused {
                 to,
                 delays,
+                median: *matched_delays.select_nth_unstable(middle).1,
                 messages,
             });
         }
@@ -1068,7 +1092,8 @@ mod tests {
     }
 
     #[test]
-    fn sends_after_arrivals_at_delays_spread_over_many_quanta_start_no_path() {
+    fn sends_after_arrivals_at_delays_spread_over_many_quanta_start_no_path_and_give_their_median()
+    {
         // b forwards each of a's messages to c after 0 to 1.5 s, spread evenly: at 1 ms
         // no quantum holds enough of them to stand out, so matching leaves most of them
         // unexplained (the path a->b->c carries a few), and before the roots' test
@@ -1090,6 +1115,49 @@ mod tests {
         let found: Vec<String> = result.paths.iter().map(|p| p.signature(&t)).collect();
         assert_eq!(found, ["a->b->c"], "{:?}", result.stats);
         assert!(result.roots_by_unexplained_sends.is_empty());
+        // The path carries the 22 departures matched at 1 ms; the median is taken over
+        // those the coarser scales matched too, and lands within 5% of the middle of
+        // the 300 delays (795 ms: 812). The 22 alone give 722, and the main spike, one
+        // of many small ones, 703.
+        let hop = &result.paths[0].edges[1];
+        let median = hop.median.unwrap();
+        assert!((median - 795_000_000).abs() < 39_750_000, "{hop:?}");
+        assert!(
+            (hop.delays[0].delay - 795_000_000).abs() > 79_500_000,
+            "{hop:?}"
+        );
+    }
+
+    #[test]
+    fn a_hops_median_delay_is_the_middle_of_its_delays_not_the_most_frequent() {
+        // b forwards 120 of a's messages after 30 ms, 100 after 50 ms and 80 after
+        // 70 ms: the main spike is at 30 ms, the middle of the 300 delays at 50.
+        let mut text = String::new();
+        for i in 0..300u64 {
+            let t = i * 97_000_000 + (i * i * 7_919 % 40) * 1_000_000;
+            let delay = match i % 15 {
+                0..=5 => 30_000_000,
+                6..=10 => 50_000_000,
+                _ => 70_000_000,
+            };
+            text.push_str(&format!("{} MSG a b -\n", t as f64 / 1e9));
+            text.push_str(&format!("{} MSG b c -\n", (t + delay) as f64 / 1e9));
+        }
+        let t = trace(&text);
+        let result = convolve(&t, &millisecond()).unwrap();
+        let p = &result.paths[0];
+        assert_eq!((p.signature(&t).as_str(), p.count()), ("a->b->c", 300));
+        let delays: Vec<(Nanos, u64)> = p.edges[1]
+            .delays
+            .iter()
+            .map(|d| (d.delay, d.count))
+            .collect();
+        assert_eq!(
+            delays,
+            [(30_000_000, 120), (50_000_000, 100), (70_000_000, 80)]
+        );
+        assert_eq!(p.edges[1].median, Some(50_000_000));
+        assert_eq!(p.edges[0].median, None);
     }
 
     #[test]

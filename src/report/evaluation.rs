@@ -191,7 +191,8 @@ pub fn write_reliability(
 
 /// Writes the convolution's paths against the true chains: how the chains were cut,
 /// then per threshold the counts, every true path with where it was found (and each
-/// hop's main spike against the true median), and every reported path no chain took.
+/// hop's median delay and main spike against the true median), and every reported
+/// path no chain took.
 pub fn write_message_paths(
     chains: &TrueChains,
     scores: &[MessagePathScores],
@@ -210,7 +211,7 @@ pub fn write_message_paths(
         writeln!(out)?;
         writeln!(
             out,
-            "paths followed at least {} times: {} true: {} found exactly, {} only as the start of a longer path, {} only inside one, {} nowhere ({} false negatives); {} reported, {} followed by no chain ({} false positives); main spikes within max({}, 10%) of the true median at {} of {} hops",
+            "paths followed at least {} times: {} true: {} found exactly, {} only as the start of a longer path, {} only inside one, {} nowhere ({} false negatives); {} reported, {} followed by no chain ({} false positives); median delays within max({}, 10%) of the true median at {} of {} hops (main spikes at {})",
             s.min_count,
             s.true_paths.len(),
             count(Found::Exact),
@@ -223,7 +224,8 @@ pub fn write_message_paths(
             s.false_positives,
             human_duration(quantum as f64),
             s.delays_within,
-            s.delays
+            s.delays,
+            s.spikes_within
         )?;
         for path in &s.true_paths {
             let found = match path.found {
@@ -236,13 +238,15 @@ pub fn write_message_paths(
             for hop in &path.delays {
                 writeln!(
                     out,
-                    "  {:>7}  {:<7}    at {}: spike {} against {} true{}",
+                    "  {:>7}  {:<7}    at {}: median {}{}, main spike {}{}, against {} true",
                     "",
                     "",
                     hop.node,
-                    human_duration(hop.found as f64),
+                    human_duration(hop.median as f64),
+                    if hop.within { "" } else { " (off)" },
+                    human_duration(hop.main_spike as f64),
+                    if hop.spike_within { "" } else { " (off)" },
                     human_duration(hop.true_median as f64),
-                    if hop.within { "" } else { "  (off)" }
                 )?;
             }
         }

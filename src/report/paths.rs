@@ -13,12 +13,21 @@ use serde::Serialize;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// A hop's delay: its median, then, where its correlation spiked more than once, the
+/// spikes, most frequent first (`30.00 ms`; `182.0 s median; spikes 219.4 s | 4.368 s`).
 fn delays_text(edge: &crate::convolution::Edge) -> String {
-    edge.delays
+    let spikes: Vec<String> = edge
+        .delays
         .iter()
         .map(|d| human_duration(d.delay as f64))
-        .collect::<Vec<_>>()
-        .join(" | ")
+        .collect();
+    let Some(median) = edge.median.map(|m| human_duration(m as f64)) else {
+        return spikes.join(" | ");
+    };
+    match spikes.len() {
+        0 | 1 => median,
+        _ => format!("{median} median; spikes {}", spikes.join(" | ")),
+    }
 }
 
 /// `a -> b -[30.00 ms]-> c`: the path with the delay at each sender.
@@ -148,6 +157,8 @@ struct EdgeOut<'a> {
     from: &'a str,
     to: &'a str,
     count: u64,
+    /// `None` on a root's hop.
+    median_delay_s: Option<f64>,
     delays_s: Vec<DelayOut>,
 }
 
@@ -194,6 +205,7 @@ pub fn write_json(
                         from: trace.node_name(e.from),
                         to: trace.node_name(e.to),
                         count: e.count,
+                        median_delay_s: e.median.map(|m| seconds(m as f64)),
                         delays_s: e
                             .delays
                             .iter()
@@ -262,5 +274,42 @@ fn dot_graph(trace: &Trace, path: &PathPattern, rank: usize) -> Graph {
         id: Id::Escaped(quote(&format!("path {rank}"))),
         strict: false,
         stmts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convolution::{Delay, Edge};
+    use crate::trace::time::Nanos;
+    use crate::trace::NodeId;
+
+    fn hop(median: Option<Nanos>, spikes: &[Nanos]) -> Edge {
+        Edge {
+            from: NodeId(0),
+            to: NodeId(1),
+            count: 10,
+            delays: spikes
+                .iter()
+                .map(|&delay| Delay { delay, count: 5 })
+                .collect(),
+            median,
+        }
+    }
+
+    #[test]
+    fn a_hop_shows_its_median_and_its_spikes_only_where_there_are_several() {
+        assert_eq!(delays_text(&hop(None, &[])), "");
+        assert_eq!(
+            delays_text(&hop(Some(20_010_000), &[20_020_000])),
+            "20.01 ms"
+        );
+        assert_eq!(
+            delays_text(&hop(
+                Some(182_000_000_000),
+                &[219_400_000_000, 4_368_000_000]
+            )),
+            "182.0 s median; spikes 219.4 s | 4.368 s"
+        );
     }
 }

@@ -389,7 +389,8 @@ pub fn over_time(requests: &[(Nanos, Nanos)], mark: Option<(Nanos, Nanos)>) -> S
 pub struct Hop {
     /// The node the message reaches.
     pub to: String,
-    /// One line per delay spike at the sender before it sends on (`30.0 ms × 412`).
+    /// The median delay at the sender before it sends on, then one line per delay
+    /// spike (`30.0 ms × 412`).
     pub delays: Vec<String>,
     /// Messages on this edge.
     pub count: u64,

@@ -43,12 +43,12 @@ pub fn write_convolution(
                 thead { tr {
                     th data-key="rank" data-first="ascending" { "#" }
                     th data-key="count" { "messages" }
-                    th data-key="delay" { "sum of main delays" }
+                    th data-key="delay" { "sum of median delays" }
                     th.text data-key="path" data-first="ascending" { "path" }
                 } }
                 tbody {
                     @for (rank, path) in result.paths.iter().take(shown).enumerate() {
-                        @let delay: i64 = path.edges.iter().filter_map(|e| e.delays.first()).map(|d| d.delay).sum();
+                        @let delay: i64 = path.edges.iter().filter_map(|e| e.median).sum();
                         tr {
                             td data-v=(rank + 1) { (rank + 1) }
                             td data-v=(path.count()) { (path.count()) }
@@ -69,12 +69,14 @@ pub fn write_convolution(
         @for (rank, path) in result.paths.iter().take(shown.min(DRAWN_PATHS)).enumerate() {
             @let hops: Vec<Hop> = path.edges.iter().map(|e| Hop {
                 to: trace.node_name(e.to).to_owned(),
-                delays: e.delays.iter().map(|d| format!("{} × {}", human_duration(d.delay as f64), d.count)).collect(),
+                delays: e.median.map(|m| format!("median {}", human_duration(m as f64))).into_iter()
+                    .chain(e.delays.iter().map(|d| format!("{} × {}", human_duration(d.delay as f64), d.count)))
+                    .collect(),
                 count: e.count,
             }).collect();
             section.pattern id={ "path-" (rank + 1) } {
                 h2 { "#" (rank + 1) " " code { (path.signature(trace)) } }
-                p { (path.count()) " messages followed the whole path. On each arrow: the delays at the sender before it sent on (delay × messages caused at it), then the messages on the hop." }
+                p { (path.count()) " messages followed the whole path. On each arrow: the median delay at the sender before it sent on, the delays its correlation spiked at (delay × messages caused at it), then the messages on the hop." }
                 (PreEscaped(charts::chain(trace.node_name(path.edges[0].from), &hops)))
             }
         }

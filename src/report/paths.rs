@@ -76,6 +76,23 @@ pub fn write_table(
     Ok(())
 }
 
+/// Names shown in a summary line before the rest are only counted: real mail has
+/// hundreds of roots (easy-ham-1: over 500 hosts that only send), which made the
+/// first line of the summary many screens long.
+const NAMES_SHOWN: usize = 8;
+
+/// `a, b, c`, or the first [`NAMES_SHOWN`] and how many more.
+fn names_text(names: &[&str]) -> String {
+    match names.len() > NAMES_SHOWN {
+        true => format!(
+            "{}, and {} more (--json lists them all)",
+            names[..NAMES_SHOWN].join(", "),
+            names.len() - NAMES_SHOWN
+        ),
+        false => names.join(", "),
+    }
+}
+
 /// Writes the summary for stderr.
 pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -> io::Result<()> {
     let s = &result.stats;
@@ -91,7 +108,7 @@ pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -
         out,
         "read {} messages; roots: {}; {} correlations",
         s.messages,
-        roots.join(", "),
+        names_text(&roots),
         s.correlations
     )?;
     if !by_sends.is_empty() {
@@ -100,7 +117,7 @@ pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -
             out,
             "paths also start where a node's sends no arrival explains ({} messages): {}",
             s.unexplained_sends,
-            names.join(", ")
+            names_text(&names)
         )?;
     }
     writeln!(
@@ -310,6 +327,17 @@ mod tests {
                 &[219_400_000_000, 4_368_000_000]
             )),
             "182.0 s median; spikes 219.4 s | 4.368 s"
+        );
+    }
+
+    #[test]
+    fn a_summary_names_a_few_roots_and_counts_the_rest() {
+        let names: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert_eq!(names_text(&names[..2]), "n0, n1");
+        assert_eq!(
+            names_text(&names),
+            "n0, n1, n2, n3, n4, n5, n6, n7, and 2 more (--json lists them all)"
         );
     }
 }

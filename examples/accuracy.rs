@@ -959,12 +959,20 @@ fn mail_table(mbox: &Path) -> String {
                 let s = message_paths::score_paths(trace, &chains, &found, n, options.quantum);
                 let count =
                     |f: message_paths::Found| s.true_paths.iter().filter(|p| p.found == f).count();
+                let starts = s
+                    .true_paths
+                    .iter()
+                    .filter_map(|p| Some((p.count, p.went_on.as_ref()?)));
+                let (runs, went) = starts.fold((0, 0), |(r, w), (n, on)| (r + n, w + on.runs));
+                let start = match count(message_paths::Found::Start) {
+                    0 => "0".to_owned(),
+                    n => format!("{n} ({went} of {runs} went on there)"),
+                };
                 let _ = writeln!(
                     table,
-                    "| {clocks} | {seconds} s | {n} | {} | {} | {} | {} | {} | {} | {} | {} of {} | {} of {} |",
+                    "| {clocks} | {seconds} s | {n} | {} | {} | {start} | {} | {} | {} | {} | {} of {} | {} of {} |",
                     s.true_paths.len(),
                     count(message_paths::Found::Exact),
-                    count(message_paths::Found::Start),
                     count(message_paths::Found::Inside),
                     count(message_paths::Found::Nowhere),
                     s.reported.len(),
@@ -999,7 +1007,9 @@ fn mail_table(mbox: &Path) -> String {
              a relay hands mail on to itself over loopback under another name (`from lair.xent.com \
              (localhost [127.0.0.1]) by xent.com`); the search, which sees one host there, follows such \
              mail on past the cut, so a path it finds that way counts as a true path found only as the \
-             start of a longer one, and the longer one, if N emails took it, as a false positive. \
+             start of a longer one, and the longer one, if N emails took it, as a false positive; \
+             the table says how many of such a path's emails did go on, after the cut, to the host \
+             the longer path reports next. \
              A true path is found \
              exactly, only as the start of a longer reported path, inside one, or nowhere; a reported path \
              of ≥ N messages no email followed is a false positive. The true median delays are read on the \

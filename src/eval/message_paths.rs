@@ -58,6 +58,11 @@ pub struct TrueChain {
     /// where only that end was seen, as for mail): the delay the convolution measures
     /// at a node is the second minus the first.
     pub times: Vec<(Nanos, Nanos)>,
+    /// Where the instance went from the run's last node after all, by a later hop
+    /// that leaves it after a cut (mail handed over loopback to a host's other name,
+    /// then sent on): the node that hop reached. A longer reported path that goes on
+    /// there follows the instance, where the cut run cannot.
+    pub later_to: Option<NodeId>,
 }
 
 /// The true chains of a trace and how they were cut.
@@ -122,9 +127,13 @@ pub fn chains_of_mail(trace: &Trace, mail: &[MailChain]) -> TrueChains {
 /// Adds one instance's hops (sender, receiver, time at the sender, time at the
 /// receiver), in order, as runs of linked hops.
 fn add_runs(chains: &mut TrueChains, hops: impl Iterator<Item = (NodeId, NodeId, Nanos, Nanos)>) {
+    let hops: Vec<(NodeId, NodeId, Nanos, Nanos)> = hops.collect();
+    let first = chains.chains.len();
+    // Per run, the index of the hop after its last.
+    let mut ends = Vec::new();
     let mut runs = 0;
     let mut current: Option<TrueChain> = None;
-    for (from, to, left, arrived) in hops {
+    for (k, &(from, to, left, arrived)) in hops.iter().enumerate() {
         let linked = current.as_ref().and_then(|c| c.nodes.last()) == Some(&from);
         match (&mut current, linked) {
             (Some(chain), true) => {
@@ -134,16 +143,28 @@ fn add_runs(chains: &mut TrueChains, hops: impl Iterator<Item = (NodeId, NodeId,
                 chain.times.push((arrived, Nanos::MIN));
             }
             _ => {
+                if current.is_some() {
+                    ends.push(k);
+                }
                 chains.chains.extend(current.take());
                 runs += 1;
                 current = Some(TrueChain {
                     nodes: vec![from, to],
                     times: vec![(arrived, Nanos::MIN)],
+                    later_to: None,
                 });
             }
         }
     }
     chains.chains.extend(current);
+    ends.push(hops.len());
+    for (chain, end) in chains.chains[first..].iter_mut().zip(ends) {
+        let last = chain.nodes.last().copied();
+        chain.later_to = hops[end..]
+            .iter()
+            .find(|&&(from, ..)| Some(from) == last)
+            .map(|&(_, to, ..)| to);
+    }
     if runs > 0 {
         chains.instances += 1;
     }
@@ -194,6 +215,20 @@ pub struct TruePath {
     pub found: Found,
     /// For one found exactly, each hop's delay after the first.
     pub delays: Vec<HopDelay>,
+    /// For one found only as the start of a longer path: where the most carried such
+    /// path goes next, and how many of the runs went there later all the same
+    /// ([`TrueChain::later_to`]).
+    pub went_on: Option<WentOn>,
+}
+
+/// Where a longer reported path takes a true path's runs next, and how many of them
+/// went there after their cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WentOn {
+    /// The node the longer path goes to next.
+    pub node: String,
+    /// Runs that went there later.
+    pub runs: u64,
 }
 
 /// A reported path of at least `min_count` messages.
@@ -248,9 +283,13 @@ pub fn score_paths(
         .filter(|(_, runs)| runs.len() as u64 >= min_count)
         .map(|(&nodes, runs)| {
             let exact = reported.iter().find(|(r, _)| r.as_slice() == nodes);
+            // Reported paths are most carried first.
+            let longer = reported
+                .iter()
+                .find(|(r, _)| r.len() > nodes.len() && r.starts_with(nodes));
             let found = if exact.is_some() {
                 Found::Exact
-            } else if reported.iter().any(|(r, _)| r.starts_with(nodes)) {
+            } else if longer.is_some() {
                 Found::Start
             } else if reported
                 .iter()
@@ -284,11 +323,19 @@ pub fn score_paths(
                     })
                     .collect()
             });
+            let went_on = longer.filter(|_| exact.is_none()).map(|(r, _)| {
+                let next = r[nodes.len()];
+                WentOn {
+                    node: trace.node_name(next).to_owned(),
+                    runs: runs.iter().filter(|c| c.later_to == Some(next)).count() as u64,
+                }
+            });
             TruePath {
                 signature: signature(trace, nodes),
                 count: runs.len() as u64,
                 found,
                 delays,
+                went_on,
             }
         })
         .collect();
@@ -501,6 +548,53 @@ mod tests {
         // Below the threshold neither side is scored.
         let rare = score_paths(&trace, &chains, &with(Vec::new()), 301, 1_000_000);
         assert!(rare.true_paths.is_empty() && rare.reported.is_empty());
+    }
+
+    #[test]
+    fn a_run_cut_where_mail_came_back_by_another_name_knows_where_it_went_on() {
+        // Each of 100 instances: a->b, then c->b (b handing it to itself under the name
+        // c, as a list manager does over loopback), then b->d. The run a->b is cut from
+        // c->b->d, but its instance did leave b for d later.
+        let mut text = String::new();
+        for i in 0..100 {
+            let t = f64::from(i) * 10.0;
+            text.push_str(&format!(
+                "{t} MSG a b - r{i}\n{} MSG c b - r{i}\n{} MSG b d - r{i}\n",
+                t + 1.0,
+                t + 2.0
+            ));
+        }
+        let mut b = TraceBuilder::new();
+        text::read(Path::new("t"), text.as_bytes(), &mut b).unwrap();
+        let trace = b.finish();
+        let chains = chains_by_time(&trace);
+        let node = |n: &str| NodeId(trace.nodes.get(n).unwrap());
+        let cut = chains.chains.iter().find(|c| c.nodes.len() == 2).unwrap();
+        assert_eq!(cut.later_to, Some(node("d")));
+        let whole = chains.chains.iter().find(|c| c.nodes.len() == 3).unwrap();
+        assert_eq!(whole.later_to, None);
+        // A search that sees b forward a's messages to d reports a->b->d: a->b is found
+        // only as its start, and every one of its runs went on to d.
+        let found = Convolution {
+            roots: Vec::new(),
+            roots_by_unexplained_sends: Vec::new(),
+            paths: vec![reported(&trace, &["a", "b", "d"], 100, 2_000_000_000)],
+            stats: Default::default(),
+        };
+        let scores = score_paths(&trace, &chains, &found, 100, 1_000_000_000);
+        let path = scores
+            .true_paths
+            .iter()
+            .find(|p| p.signature == "a->b")
+            .unwrap();
+        assert_eq!(path.found, Found::Start);
+        assert_eq!(
+            path.went_on,
+            Some(WentOn {
+                node: "d".to_owned(),
+                runs: 100
+            })
+        );
     }
 
     #[test]

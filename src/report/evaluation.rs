@@ -235,6 +235,13 @@ pub fn write_message_paths(
                 Found::Nowhere => "nowhere",
             };
             writeln!(out, "  {:>7}  {found:<7}  {}", path.count, path.signature)?;
+            if let Some(went) = &path.went_on {
+                writeln!(
+                    out,
+                    "  {:>7}  {:<7}    {} of the {} went on to {} after a cut, as the longer path has them",
+                    "", "", went.runs, path.count, went.node
+                )?;
+            }
             for hop in &path.delays {
                 writeln!(
                     out,

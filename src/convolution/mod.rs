@@ -1165,8 +1165,8 @@ mod tests {
         // b forwards each of a's messages to c after 0 to 4 s, spread evenly, and a's
         // messages come 20 s or more apart: no delay recurs at 1 ms or at the coarser
         // scales the roots' test widens to (64 ms at most), so only the waits tell
-        // that b's sends follow its arrivals (their median about 2 s, chance's about
-        // 10). Before they were asked, b->c started a path of its own.
+        // that b's sends follow its arrivals (their median 1.9 s, chance's 11 s).
+        // Before they were asked, b->c started a path of its own.
         let mut text = String::new();
         for i in 0..300u64 {
             let t = i * 20_000_000_000 + (i * i * 7_919 % 4_000) * 1_000_000;

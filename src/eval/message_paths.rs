@@ -9,7 +9,8 @@
 //! the hop before reached, since no search that follows nodes could cross there. A
 //! true path not found exactly is told apart by where it is: as the start of a longer
 //! reported path, inside one, or nowhere; each hop of an exact one has its delay
-//! compared with the true chains' median.
+//! compared with the true chains' median, and one found as the start of a longer
+//! path says how many of its runs went on, after their cut, where the longer one goes.
 
 use super::paths::Counts;
 use crate::convolution::{signature, Convolution};

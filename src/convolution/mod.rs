@@ -1091,6 +1091,27 @@ mod tests {
         assert_eq!(result.stats.unexplained_sends, 200);
     }
 
+    /// 300 of a's messages, `period` apart with up to 4 s more, each forwarded by b to
+    /// c after `delay_ms(i)` ms.
+    fn forwarded_after(period: u64, delay_ms: impl Fn(u64) -> u64) -> Trace {
+        let mut text = String::new();
+        for i in 0..300u64 {
+            let t = i * period + (i * i * 7_919 % 4_000) * 1_000_000;
+            let delay = delay_ms(i) * 1_000_000;
+            text.push_str(&format!("{} MSG a b -\n", t as f64 / 1e9));
+            text.push_str(&format!("{} MSG b c -\n", (t + delay) as f64 / 1e9));
+        }
+        trace(&text)
+    }
+
+    /// Millisecond quanta, delays up to 10 s.
+    fn over_ten_seconds() -> ConvolveOptions {
+        ConvolveOptions {
+            max_delay: 10_000_000_000,
+            ..millisecond()
+        }
+    }
+
     #[test]
     fn sends_after_arrivals_at_delays_spread_over_many_quanta_start_no_path_and_give_their_median()
     {
@@ -1099,19 +1120,8 @@ mod tests {
         // unexplained (the path a->b->c carries a few), and before the roots' test
         // looked at coarser scales, b->c started a path of its own of the other 278,
         // though every one of them follows an arrival.
-        let mut text = String::new();
-        for i in 0..300u64 {
-            let t = i * 19_997_000_000 + (i * i * 7_919 % 4_000) * 1_000_000;
-            let delay = (i * 37 + i * i * 13) % 1_501 * 1_000_000;
-            text.push_str(&format!("{} MSG a b -\n", t as f64 / 1e9));
-            text.push_str(&format!("{} MSG b c -\n", (t + delay) as f64 / 1e9));
-        }
-        let t = trace(&text);
-        let options = ConvolveOptions {
-            max_delay: 10_000_000_000,
-            ..millisecond()
-        };
-        let result = convolve(&t, &options).unwrap();
+        let t = forwarded_after(19_997_000_000, |i| (i * 37 + i * i * 13) % 1_501);
+        let result = convolve(&t, &over_ten_seconds()).unwrap();
         let found: Vec<String> = result.paths.iter().map(|p| p.signature(&t)).collect();
         assert_eq!(found, ["a->b->c"], "{:?}", result.stats);
         assert!(result.roots_by_unexplained_sends.is_empty());
@@ -1167,19 +1177,8 @@ mod tests {
         // scales the roots' test widens to (64 ms at most), so only the waits tell
         // that b's sends follow its arrivals (their median 1.9 s, chance's 11 s).
         // Before they were asked, b->c started a path of its own.
-        let mut text = String::new();
-        for i in 0..300u64 {
-            let t = i * 20_000_000_000 + (i * i * 7_919 % 4_000) * 1_000_000;
-            let delay = (i * 4_001 + i * i * 13) % 4_001 * 1_000_000;
-            text.push_str(&format!("{} MSG a b -\n", t as f64 / 1e9));
-            text.push_str(&format!("{} MSG b c -\n", (t + delay) as f64 / 1e9));
-        }
-        let t = trace(&text);
-        let options = ConvolveOptions {
-            max_delay: 10_000_000_000,
-            ..millisecond()
-        };
-        let result = convolve(&t, &options).unwrap();
+        let t = forwarded_after(20_000_000_000, |i| (i * 4_001 + i * i * 13) % 4_001);
+        let result = convolve(&t, &over_ten_seconds()).unwrap();
         assert!(
             result.roots_by_unexplained_sends.is_empty(),
             "{:?}",

@@ -98,6 +98,8 @@ fn json_and_dot_follow_the_design() {
         (Some("relay"), Some("processor"))
     );
     assert!((hop["delays_s"][0]["delay"].as_f64().unwrap() - 0.020).abs() < 0.01);
+    assert!((hop["median_delay_s"].as_f64().unwrap() - 0.020).abs() < 0.01);
+    assert!(first["edges"][0]["median_delay_s"].is_null());
     assert!(doc["input"]["correlations"].as_u64().unwrap() > 0);
     let dot = std::fs::read_to_string(dir.path().join("path-001.dot")).unwrap();
     assert!(

@@ -726,7 +726,10 @@ impl<'a> Search<'a> {
         let (n, s) = (self.options.spike_sigma, self.options.gap_sigma);
         let at_quantum = scale.quantum == self.options.quantum;
         if at_quantum {
-            found.negative += spikes::find_spikes(before, n, s).len() as u64;
+            // Read from lag -1 outwards: the end a run must come down before is the
+            // most negative lag, not lag 0.
+            let outwards: Vec<f64> = before.iter().rev().copied().collect();
+            found.negative += spikes::find_spikes(&outwards, n, s).len() as u64;
         }
         for lag in spikes::find_spikes(after, n, s) {
             // Chance among the departures no higher spike took.

@@ -687,8 +687,11 @@ impl<'a> Search<'a> {
             stats,
         );
         for scale in &self.scales[1..] {
-            let left = tally.0.iter().filter(|&&t| !t).count() as u64;
-            if left < self.options.min_count || !self.sparse(scale, arrival_times) {
+            // Sparse first: where arrivals are dense (RPC links) no coarser scale runs,
+            // and the count of what is left would be work for nothing on every hop.
+            if !self.sparse(scale, arrival_times)
+                || (tally.0.iter().filter(|&&t| !t).count() as u64) < self.options.min_count
+            {
                 break;
             }
             let signal = Signal::from_times(arrival_times, self.origin, scale.quantum);

@@ -430,6 +430,16 @@ mod tests {
         b.finish()
     }
 
+    /// A result of only `paths`.
+    fn found_only(paths: Vec<crate::convolution::PathPattern>) -> Convolution {
+        Convolution {
+            roots: Vec::new(),
+            roots_by_unexplained_sends: Vec::new(),
+            paths,
+            stats: Default::default(),
+        }
+    }
+
     /// A reported path through `names`, carrying `count` messages, with `delay` at
     /// every node after the first.
     fn reported(
@@ -497,12 +507,7 @@ mod tests {
         let chains = chains_by_time(&trace);
         let mut path = reported(&trace, &["a", "b", "c"], 300, 10_000_000);
         path.edges[1].median = Some(31_000_000);
-        let found = Convolution {
-            roots: Vec::new(),
-            roots_by_unexplained_sends: Vec::new(),
-            paths: vec![path],
-            stats: Default::default(),
-        };
+        let found = found_only(vec![path]);
         let scores = score_paths(&trace, &chains, &found, 100, 1_000_000);
         let hop = &scores.true_paths[0].delays[0];
         assert_eq!((hop.median, hop.main_spike), (31_000_000, 10_000_000));
@@ -517,13 +522,7 @@ mod tests {
     fn a_true_path_missed_is_told_apart_by_where_it_is() {
         let trace = forwarded();
         let chains = chains_by_time(&trace);
-        let with = |paths: Vec<crate::convolution::PathPattern>| Convolution {
-            roots: Vec::new(),
-            roots_by_unexplained_sends: Vec::new(),
-            paths,
-            stats: Default::default(),
-        };
-        let found_as = |paths| score_paths(&trace, &chains, &with(paths), 100, 1_000_000);
+        let found_as = |paths| score_paths(&trace, &chains, &found_only(paths), 100, 1_000_000);
         let longer = found_as(vec![reported(
             &trace,
             &["a", "b", "c", "b"],
@@ -547,7 +546,7 @@ mod tests {
         assert_eq!(off.true_paths[0].found, Found::Exact);
         assert_eq!((off.delays_within, off.delays), (0, 1));
         // Below the threshold neither side is scored.
-        let rare = score_paths(&trace, &chains, &with(Vec::new()), 301, 1_000_000);
+        let rare = score_paths(&trace, &chains, &found_only(Vec::new()), 301, 1_000_000);
         assert!(rare.true_paths.is_empty() && rare.reported.is_empty());
     }
 
@@ -576,12 +575,7 @@ mod tests {
         assert_eq!(whole.later_to, None);
         // A search that sees b forward a's messages to d reports a->b->d: a->b is found
         // only as its start, and every one of its runs went on to d.
-        let found = Convolution {
-            roots: Vec::new(),
-            roots_by_unexplained_sends: Vec::new(),
-            paths: vec![reported(&trace, &["a", "b", "d"], 100, 2_000_000_000)],
-            stats: Default::default(),
-        };
+        let found = found_only(vec![reported(&trace, &["a", "b", "d"], 100, 2_000_000_000)]);
         let scores = score_paths(&trace, &chains, &found, 100, 1_000_000_000);
         let path = scores
             .true_paths

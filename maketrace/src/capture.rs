@@ -43,7 +43,9 @@ pub enum Connections {
     PerCall,
     /// Each host serves every call that reaches it on one of its workers (the first
     /// free one), and a worker's calls out go on keep-alive connections of its own, one
-    /// call at a time each: a request's calls out follow the worker that serves it.
+    /// call at a time each: a request's calls out follow the worker that serves it. At
+    /// a host with a worker pool in the config, that is the pool's worker that took the
+    /// request ([`Generated::worker`]), so the connections follow the queueing.
     WorkerPool,
     /// A host's calls out take the first free keep-alive connection of one pool per
     /// callee, whatever request they serve: connections say nothing of requests.
@@ -392,7 +394,7 @@ pub fn write(
     write_with(trace, dir, payload, container, None, Servers::default())
 }
 
-/// Like [`write`], with every packet delayed by `link` on its way: a segment is stamped
+/// Like [`write()`], with every packet delayed by `link` on its way: a segment is stamped
 /// at its send time in the sender's capture and at that time plus a fresh draw of the
 /// link's delay in the receiver's.
 pub fn write_over(
@@ -412,7 +414,7 @@ pub fn write_over(
     )
 }
 
-/// Like [`write`] or [`write_over`] (with `link`), each call on the connection that
+/// Like [`write()`] or [`write_over`] (with `link`), each call on the connection that
 /// `servers` gives it, carrying the ids it gives.
 pub fn write_with(
     trace: &Generated,
@@ -521,7 +523,7 @@ pub fn write_with(
             }
             None => (forward, backward),
         };
-        let (slot, reused) = pools.take(number, call, start);
+        let (slot, reused) = pools.take(number, call, start, trace);
         let fresh = reused.is_none();
         let (mut client, mut server) = reused.unwrap_or_else(|| {
             let port = next_port.entry(call.from).or_insert(32_768);
@@ -631,12 +633,17 @@ struct Pools {
 /// Where a call's connection comes from and goes back to: its pool, (caller, owner,
 /// callee), and its id. In a worker pool a host's worker serves one connection in, for
 /// as long as it is open, and owns the connections its calls out take: the owner is
-/// that connection's id + 1. In a shared pool, and for calls that serve none, it is 0.
+/// that connection's id + 1; at a host whose config gives it a pool, the worker that
+/// took the call served, [`POOL_WORKER`] + its number. In a shared pool, and for calls
+/// that serve none, it is 0.
 #[derive(Clone, Copy)]
 struct Slot {
     pool: (u32, u64, u32),
     id: u64,
 }
+
+/// Marks an owner that is a config pool's worker rather than a connection in.
+const POOL_WORKER: u64 = 1 << 63;
 
 /// A call into a node: when it arrived, when it was answered, its number.
 type Served = (Nanos, Nanos, u64);
@@ -700,17 +707,25 @@ impl Pools {
 
     /// Where `call` (leaving at `start`) takes its connection from, and an idle one
     /// if there is one; otherwise the caller opens one, with the id in the slot.
-    fn take(&mut self, number: u64, call: &Call, start: Nanos) -> (Slot, Option<(Side, Side)>) {
+    fn take(
+        &mut self,
+        number: u64,
+        call: &Call,
+        start: Nanos,
+        trace: &Generated,
+    ) -> (Slot, Option<(Side, Side)>) {
         let pool = (call.from, 0, call.to);
         if self.connections == Connections::PerCall {
             return (Slot { pool, id: 0 }, None);
         }
         let owner = match self.connections {
-            Connections::WorkerPool => self
-                .parent
-                .get(&number)
-                .and_then(|p| self.connection_of.get(p))
-                .map_or(0, |id| id + 1),
+            Connections::WorkerPool => match self.parent.get(&number) {
+                None => 0,
+                Some(&p) => match trace.worker(p) {
+                    Some(worker) => POOL_WORKER | u64::from(worker),
+                    None => self.connection_of.get(&p).map_or(0, |id| id + 1),
+                },
+            },
             _ => 0,
         };
         let pool = (call.from, owner, call.to);

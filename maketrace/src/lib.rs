@@ -2,7 +2,9 @@
 //! tracelets (paper §7.1.1). A tracelet is an ordered sequence of message steps with a
 //! Gaussian delay before each; lanes of instances run side by side with a uniform think
 //! time between instances; every message carries its path-instance id as the trace's
-//! truth column, which `blackbox eval` scores against.
+//! truth column, which `blackbox eval` scores against. Hosts may have bounded worker
+//! pools with first-in, first-out queues, so that requests wait when clients outnumber
+//! workers ([`config`] has the model).
 //!
 //! [`config`] reads the TOML, [`generate`] instantiates it, [`loss`] drops what a
 //! capture would, [`write_text`] writes the text trace format.

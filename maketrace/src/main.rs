@@ -2,7 +2,7 @@
 //! config or flag, 1 otherwise, 0 when stdout closes early).
 
 use anyhow::{Context, Result};
-use blackbox::trace::time::{parse_duration, parse_seconds, Nanos};
+use blackbox::trace::time::{human_duration, parse_duration, parse_seconds, Nanos};
 use clap::Parser;
 use maketrace::{config, generate, loss};
 use rand::SeedableRng;
@@ -13,11 +13,30 @@ use std::process::ExitCode;
 
 /// Generate a synthetic message trace with ground truth from a tracelet config.
 ///
-/// Writes blackbox's text trace format with the path-instance id of every message as
-/// the last column; `blackbox eval` scores inference against it. The same config and
-/// seed always give the same trace.
+/// Writes blackbox's text trace format with the path-instance id of every message as the
+/// last column; `blackbox eval` scores inference against it. The same config and seed
+/// always give the same trace.
+///
+/// Hosts may have bounded worker pools, so that requests queue when clients outnumber
+/// workers (a proxy is a pooled host whose steps forward each call as one call out):
+///
+///     [hosts.app]
+///     workers = 8              # calls into app served at once; the rest wait in a queue,
+///     queue_jitter = "0.2ms"   # first in, first out (optional: each waiting call keyed
+///                              # by its arrival plus a uniform draw in [0, 0.2 ms])
+///
+/// A pooled host acts for a call (its calls out, its answer) only once a worker took it,
+/// and the worker is busy until the host answers. The summary gives each pooled host's
+/// mean and p99 wait. With --pcap --connections worker-pool, a pooled host's calls out go
+/// on the connections of the worker that took their request. The full syntax is in
+/// maketrace/src/config.rs; traces/configs/shop-pool.toml is an example.
 #[derive(Parser)]
-#[command(name = "maketrace", version, max_term_width = 100)]
+#[command(
+    name = "maketrace",
+    version,
+    max_term_width = 100,
+    verbatim_doc_comment
+)]
 struct Cli {
     /// The tracelet configuration (TOML).
     config: PathBuf,
@@ -131,7 +150,8 @@ enum ConnectionsArg {
     /// A new connection per call.
     PerCall,
     /// Each host serves a call on its first free worker, whose calls out go on
-    /// keep-alive connections of its own: a request's calls follow its worker.
+    /// keep-alive connections of its own: a request's calls follow its worker (at a host
+    /// with a [hosts] pool, the pool's worker that took the request).
     WorkerPool,
     /// A host's calls out take the first free keep-alive connection to their callee,
     /// whatever request they serve.
@@ -236,6 +256,20 @@ fn run() -> Result<()> {
             dropped.random,
             dropped.sniffer
         );
+        for pool in &trace.pools {
+            eprintln!(
+                "maketrace: {} ({} worker{}): {} calls took a worker, {} ({:.1}%) waited for one; wait mean {}, p99 {}, max {}",
+                pool.host,
+                pool.workers,
+                if pool.workers == 1 { "" } else { "s" },
+                pool.requests,
+                pool.waited,
+                100.0 * pool.waited as f64 / pool.requests.max(1) as f64,
+                human_duration(pool.mean_wait),
+                human_duration(pool.p99_wait as f64),
+                human_duration(pool.max_wait as f64)
+            );
+        }
     }
     if let Some(dir) = &cli.pcap {
         let payload = match cli.payload {

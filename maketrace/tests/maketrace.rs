@@ -346,3 +346,269 @@ fn write_backs_join_their_requests_with_an_async_window_and_are_marked_in_the_js
         .unwrap_or(0.0);
     assert!(share < 0.2, "read-miss DB calls after the answer: {share}");
 }
+
+/// (time ns, op, from, to, call id, truth) of each line, the time exact.
+fn exact_lines(trace: &str) -> Vec<(i64, String, String, String, String, String)> {
+    trace
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let (secs, frac) = f[0].split_once('.').unwrap();
+            let ns = secs.parse::<i64>().unwrap() * 1_000_000_000
+                + format!("{frac:0<9}").parse::<i64>().unwrap();
+            (
+                ns,
+                f[1].into(),
+                f[2].into(),
+                f[3].into(),
+                f[4].into(),
+                f[5].into(),
+            )
+        })
+        .collect()
+}
+
+/// Per call into `host` (a CALL_SENT line to it), in arrival order: (arrival, the host's
+/// first action for the call's instance after it, the host's answer), from a trace of
+/// sender-side lines (no network delay) where each instance calls `host` once.
+fn services(trace: &str, host: &str) -> Vec<(i64, i64, i64)> {
+    let l = exact_lines(trace);
+    let mut out = Vec::new();
+    for (k, (arrival, op, _, to, id, truth)) in l.iter().enumerate() {
+        if op != "CALL_SENT" || to != host {
+            continue;
+        }
+        let first = l[k + 1..]
+            .iter()
+            .find(|x| x.2 == host && &x.5 == truth)
+            .expect("the host acts for every call")
+            .0;
+        let answer = l[k + 1..]
+            .iter()
+            .find(|x| x.1 == "RET_SENT" && &x.4 == id)
+            .expect("every call is answered")
+            .0;
+        out.push((*arrival, first, answer));
+    }
+    out
+}
+
+/// A tier `b` behind 6 clients, each call into it making one call out to `c`.
+const TIER: &str = "[[tracelet]]\nname = \"t\"\nparallel = 6\nthink = [\"0ms\", \"4ms\"]\nsteps = [\"call a b\", \"call b c after 1ms±0.2ms\", \"return c b after 2ms±0.5ms\", \"return b a after 1ms±0.2ms\"]\n";
+
+#[test]
+fn a_pool_of_one_worker_serves_one_call_at_a_time_in_arrival_order() {
+    let dir = tempfile::tempdir().unwrap();
+    // Without a pool the 6 clients' calls overlap at b.
+    let free = services(
+        &run(&[&config(dir.path(), TIER), "--messages", "4000", "-q"]),
+        "b",
+    );
+    assert!(
+        free.windows(2).any(|w| w[1].1 < w[0].2),
+        "no overlap at all"
+    );
+    let pooled = config(dir.path(), &format!("[hosts.b]\nworkers = 1\n{TIER}"));
+    let out = maketrace()
+        .args([&pooled, "--messages", "4000"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let served = services(&String::from_utf8(out.stdout).unwrap(), "b");
+    assert!(served.len() >= 999, "{}", served.len());
+    // Each call's first action comes after the previous call's answer, and calls are
+    // served in the order they arrived (no jitter): by arrival, services never overlap.
+    for w in served.windows(2) {
+        assert!(w[1].1 >= w[0].2, "overlapping services {w:?}");
+    }
+    // Calls did wait: many arrived while the one before was still being served.
+    let waited = served.windows(2).filter(|w| w[1].0 < w[0].2).count();
+    assert!(
+        waited > served.len() / 4,
+        "{waited} of {} waited",
+        served.len()
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        predicate::str::is_match(
+            r"maketrace: b \(1 worker\): \d+ calls took a worker, \d+ \(\d+\.\d%\) waited for one; wait mean \d+\.\d+ ms, p99 \d+\.\d+ ms, max"
+        )
+        .unwrap()
+        .eval(&stderr),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn queue_jitter_perturbs_the_order_of_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let pooled = config(
+        dir.path(),
+        &format!("[hosts.b]\nworkers = 1\nqueue_jitter = \"3ms\"\n{TIER}"),
+    );
+    let served = services(&run(&[&pooled, "--messages", "4000", "-q"]), "b");
+    // Still one at a time, but not always in arrival order.
+    let mut by_service = served.clone();
+    by_service.sort_by_key(|s| s.1);
+    for w in by_service.windows(2) {
+        assert!(w[1].1 >= w[0].2, "overlapping services {w:?}");
+    }
+    let overtaken = served.windows(2).filter(|w| w[1].1 < w[0].1).count();
+    assert!(overtaken > 10, "{overtaken} calls overtook the one before");
+}
+
+#[test]
+fn a_proxy_forwards_no_more_calls_at_once_than_it_has_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(
+        dir.path(),
+        "[hosts.web]\nworkers = 2\n[[tracelet]]\nname = \"t\"\nparallel = 8\nthink = [\"0ms\", \"2ms\"]\nsteps = [\"call client web\", \"call web app after 0.1ms\", \"return app web after 2ms±0.5ms\", \"return web client after 0.1ms\"]\n",
+    );
+    let l = exact_lines(&run(&[&c, "--messages", "8000", "-q"]));
+    // The most calls open at once from one node to another.
+    let most_open = |from: &str, to: &str| {
+        let mut open = 0i32;
+        let mut most = 0;
+        for x in &l {
+            if (x.1.as_str(), x.2.as_str(), x.3.as_str()) == ("CALL_SENT", from, to) {
+                open += 1;
+            } else if (x.1.as_str(), x.2.as_str(), x.3.as_str()) == ("RET_SENT", to, from) {
+                open -= 1;
+            }
+            most = most.max(open);
+        }
+        most
+    };
+    assert_eq!(most_open("web", "app"), 2);
+    assert!(most_open("client", "web") > 4);
+}
+
+#[test]
+fn pooled_workers_carry_their_calls_out_on_their_own_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(
+        dir.path(),
+        "[hosts.web]\nworkers = 3\n[[tracelet]]\nname = \"t\"\nparallel = 10\nthink = [\"0ms\", \"2ms\"]\nsteps = [\"call client web\", \"call web app after 0.1ms\", \"return app web after 2ms±0.5ms\", \"return web client after 0.1ms\"]\n",
+    );
+    let pcap = dir.path().join("pcap");
+    maketrace()
+        .args([
+            &c,
+            "--messages",
+            "4000",
+            "-q",
+            "--connections",
+            "worker-pool",
+        ])
+        .arg("--pcap")
+        .arg(&pcap)
+        .assert()
+        .success();
+    // Calls by their connection (caller's address and port): web (10.0.0.2) forwards
+    // on one keep-alive connection per worker, though ten clients call it at once.
+    let truth = std::fs::read_to_string(pcap.join("truth.tsv")).unwrap();
+    let connections = |from: &str| {
+        let mut ports: Vec<&str> = truth
+            .lines()
+            .filter(|l| l.starts_with(&format!("tcp:{from}:")))
+            .map(|l| l.split('>').next().unwrap())
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports.len()
+    };
+    assert_eq!(connections("10.0.0.2"), 3);
+    assert!(connections("10.0.0.1") > 3);
+}
+
+#[test]
+fn pool_config_errors_name_the_host_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    for (hosts, expected) in [
+        (
+            "[hosts.bb]\nworkers = 2\n",
+            "[hosts.bb]: no tracelet has a node `bb` (the nodes: a, b, c)",
+        ),
+        (
+            "[hosts.b]\nworkers = 0\n",
+            "[hosts.b]: workers = 0: must be at least 1",
+        ),
+        (
+            "[hosts.b]\nqueue_jitter = \"1ms\"\n",
+            "[hosts.b]: `workers` is missing",
+        ),
+        (
+            "[hosts.b]\nworkers = 2\nqueue_jitter = \"1 fortnight\"\n",
+            "[hosts.b]: queue_jitter `1 fortnight`",
+        ),
+        ("[hosts.b]\nworker = 2\n", "unknown field `worker`"),
+    ] {
+        let c = config(dir.path(), &format!("{hosts}{TIER}"));
+        maketrace()
+            .arg(&c)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(expected));
+    }
+    // Pools that could wait on each other in a loop are refused.
+    let c = config(
+        dir.path(),
+        "[hosts.b]\nworkers = 1\n[hosts.c]\nworkers = 1\n[[tracelet]]\nname = \"down\"\nsteps = [\"call a b\", \"call b c\", \"return c b\", \"return b a\"]\n[[tracelet]]\nname = \"up\"\nsteps = [\"call a c\", \"call c b\", \"return b c\", \"return c a\"]\n",
+    );
+    maketrace()
+        .arg(&c)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "[hosts.b]: the pools of b → c → b could deadlock",
+        ));
+}
+
+#[test]
+fn the_pooled_shop_is_the_same_for_the_same_seed_and_queues_at_app() {
+    let args = |seed: &'static str| {
+        [
+            "traces/configs/shop-pool.toml",
+            "--messages",
+            "50000",
+            "--parallel-factor",
+            "2",
+            "--network-delay",
+            "100us±20us",
+            "--seed",
+            seed,
+        ]
+    };
+    let a = maketrace()
+        .args(args("4"))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let b = maketrace()
+        .args(args("4"))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let c = run(&args("5"));
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(a.stderr, b.stderr);
+    assert_ne!(a.stdout, c.as_bytes());
+    let stderr = String::from_utf8(a.stderr).unwrap();
+    let app = stderr
+        .lines()
+        .find(|l| l.starts_with("maketrace: app (8 workers)"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let mean_ms: f64 = app
+        .split("wait mean ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(app.contains(" ms, p99") && mean_ms > 1.0, "{app}");
+}

@@ -2,14 +2,28 @@
 through a Redis cache to PostgreSQL. Each worker thread keeps its own connections,
 so calls from concurrent requests overlap on the wire as they do in real systems.
 
-Two ways to run the workers (the fourth argument):
+Three ways to run the workers (the fourth argument):
 - 0 (the default): a thread per nginx connection, as Python's ThreadingHTTPServer
   does, connecting to Redis and PostgreSQL on its first request. When nginx opens and
   closes upstream connections under load, those first requests also carry the calls
   that open the sessions (redis-py's CLIENT SETINFO, ...).
 - N > 0: a fixed pool of N worker threads, connected before any request, each serving
   one nginx connection at a time, as a pre-forked application server does. No request
-  pays for opening a connection.
+  pays for opening a connection. nginx keeps idle upstream connections open, each
+  holding its worker, so N must exceed the requests nginx has in flight: with fewer
+  workers, a request on a further connection waits until nginx closes one.
+- Nq (e.g. 8q): a pool of N worker threads, connected before any request, that take
+  requests from one queue, as a servlet container's worker pool does: a thread per nginx
+  connection reads each request and queues it; the next free worker makes its calls on
+  its own Redis and PostgreSQL connections and sends the response. With more requests
+  in flight than workers, requests wait in the queue between their arrival and their
+  first call out, and a connection's requests are served by whichever worker is free.
+  With a sixth argument, a file, each request served is written to it as it leaves its
+  worker: `trace-id  queued  served  start` (seconds: its wait in the queue, its time in
+  the worker, when the worker took it), for wait.py.
+- Nq:MS (e.g. 8q:15): the same, and each request also holds its worker for MS
+  milliseconds after its calls, before the response, as rendering it or a call this
+  shop does not capture would: the pool, not Python, then limits the requests served.
 
 With a fifth argument, a file: the service passes each request's W3C `traceparent`
 on to its database queries as a sqlcommenter comment, as instrumented services do (its
@@ -26,14 +40,19 @@ import random
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 
 import psycopg2
 import redis
 
 LISTEN, CACHE, DB = sys.argv[1], sys.argv[2], sys.argv[3]
-WORKERS = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+POOL, _, WORK_MS = (sys.argv[4] if len(sys.argv) > 4 else "0").partition(":")
+WORK = float(WORK_MS or 0) / 1000
+QUEUED = POOL.endswith("q")
+WORKERS = int(POOL[:-1] if QUEUED else POOL)
 CALLS = open(sys.argv[5], "a", buffering=1) if len(sys.argv) > 5 else None
+POOL_LOG = open(sys.argv[6], "a", buffering=1) if len(sys.argv) > 6 and QUEUED else None
 calls_lock = threading.Lock()
 local = threading.local()
 
@@ -102,8 +121,21 @@ class Handler(BaseHTTPRequestHandler):
             cursor.execute(sql, arguments)
             return cursor.fetchone() if operation == "SELECT" else None
 
+    def work(self, serve):
+        """Serves the request: here, or with Nq by the next free worker of the pool."""
+        if not QUEUED:
+            return serve()
+        job = {"done": threading.Event(), "trace": self.trace(), "queued": time.monotonic()}
+        jobs.put((serve, job))
+        job["done"].wait()
+        if "error" in job:
+            raise job["error"]
+
     def do_GET(self):
         self.served()
+        self.work(self.get_item)
+
+    def get_item(self):
         cache, db = connections()
         item = int(self.path.rsplit("/", 1)[-1])
         name = self.cache_call("GET", lambda: cache.get(f"item:{item}"))
@@ -111,16 +143,23 @@ class Handler(BaseHTTPRequestHandler):
             row = self.query(db, "SELECT", "SELECT name FROM items WHERE id = %s", (item,))
             name = (row[0] if row else "none").encode()
             self.cache_call("SET", lambda: cache.set(f"item:{item}", name, ex=5))
+        if WORK:
+            time.sleep(WORK)
         self.reply(name.decode())
 
     def do_POST(self):
         self.served()
+        self.work(self.post_order)
+
+    def post_order(self):
         cache, db = connections()
         item = int(self.path.rsplit("/", 1)[-1])
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
         self.query(db, "INSERT", "INSERT INTO orders (item) VALUES (%s)", (item,))
         count = self.cache_call("INCRBY", lambda: cache.incr("orders"))  # redis-py sends INCRBY
+        if WORK:
+            time.sleep(WORK)
         self.reply(str(count))
 
     def log_message(self, *args):
@@ -155,8 +194,42 @@ class PooledServer(HTTPServer):
         self.accepted.put((request, client))
 
 
+class QueuedServer(ThreadingHTTPServer):
+    """A thread per connection reads its requests; a pool of workers serves them."""
+    request_queue_size = 1024  # nginx may open a connection per request in flight
+
+    def __init__(self, address, handler, workers):
+        super().__init__(address, handler)
+        ready = threading.Barrier(workers + 1)
+        for _ in range(workers):
+            threading.Thread(target=self.work, args=(ready,), daemon=True).start()
+        ready.wait()
+
+    def work(self, ready):
+        connect()
+        local.cache.ping()  # redis-py connects lazily: connect now, not in a request
+        ready.wait()
+        while True:
+            serve, job = jobs.get()
+            start = time.monotonic()
+            try:
+                serve()
+            except Exception as error:
+                job["error"] = error
+            finally:
+                if POOL_LOG:
+                    end = time.monotonic()
+                    with calls_lock:
+                        POOL_LOG.write(f"{job['trace'] or '-'}\t{start - job['queued']:.6f}\t"
+                                       f"{end - start:.6f}\t{start:.6f}\n")
+                job["done"].set()
+
+
+jobs = queue.Queue()
 host, port = LISTEN.split(":")
-if WORKERS > 0:
+if QUEUED:
+    QueuedServer((host, int(port)), Handler, WORKERS).serve_forever()
+elif WORKERS > 0:
     PooledServer((host, int(port)), Handler, WORKERS).serve_forever()
 else:
     ThreadingHTTPServer((host, int(port)), Handler).serve_forever()

@@ -8,7 +8,11 @@
 #   traces/shop/capture.sh [SECONDS_OF_LOAD] [CLIENT_THREADS] [DIR] [APP_WORKERS] [traced]
 # DIR (default: this directory) receives one capture per host. APP_WORKERS 0 (the
 # default) runs a thread per connection in the application tier; N > 0 a pool of N
-# workers connected before the load starts (see app.py). `traced`: the clients send a
+# workers connected before the load starts, each serving one nginx connection at a time;
+# Nq (e.g. 8q) a pool of N such workers serving requests from one queue, so that with
+# more requests in flight than workers they wait at app; Nq:MS (e.g. 8q:15) the same
+# with each request holding its worker MS ms more (see app.py; traced, the workers'
+# queue waits go to DIR/app-pool.tsv). `traced`: the clients send a
 # W3C traceparent, the application passes it on to its SQL as a sqlcommenter comment,
 # both log every call, and truth.py writes DIR/truth.tsv from the logs (needs a built
 # blackbox, see truth.py).
@@ -102,8 +106,9 @@ pids+=($!)
 
 # Application tier.
 logs=()
-rm -f "$out"/*-calls.log "$out/truth.tsv"
+rm -f "$out"/*-calls.log "$out/truth.tsv" "$out/app-pool.tsv"
 if [ -n "$traced" ]; then logs=("$out/app-calls.log"); fi
+if [ -n "$traced" ] && [[ $workers == *q* ]]; then logs+=("$out/app-pool.tsv"); fi
 on app "$venv/bin/python" "$here/app.py" "${address[app]}:8080" "${address[cache]}" \
     "${address[db]}" "$workers" "${logs[@]}" >"$work/app.log" 2>&1 &
 pids+=($!)

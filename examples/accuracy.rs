@@ -6,12 +6,15 @@
 //! single global trace was.
 //!
 //! `cargo run --release --example accuracy` writes `docs/accuracy/*.csv`, `docs/accuracy/*.svg`
-//! and `docs/accuracy.md`. Everything is seeded: the same code gives the same files.
+//! and `docs/accuracy.md`, keeping the sections of that page other studies own
+//! (`examples/support/sections.rs`). Everything is seeded: the same code gives the same files.
 
 #[path = "../tests/support/generated.rs"]
 mod generated;
 #[path = "support/plot.rs"]
 mod plot;
+#[path = "support/sections.rs"]
+mod sections;
 
 use blackbox::convolution::{convolve, ConvolveOptions};
 use blackbox::eval::calls;
@@ -180,11 +183,11 @@ fn main() {
         is the nesting of each path instance alone (paper §7.5.1); `blackbox eval` computes\n\
         every metric. Plots and CSVs are in `docs/accuracy/`. Unless a study says otherwise\n\
         it uses the default parent choice (`--algorithm joint`); the sweeps show both.\n\n";
-    std::fs::write(
-        root().join("docs/accuracy.md"),
-        format!("{header}{}", report.markdown),
-    )
-    .expect("write markdown");
+    // Sections other studies write into the page (`examples/concurrency.rs`) are kept.
+    let page = root().join("docs/accuracy.md");
+    let old = std::fs::read_to_string(&page).unwrap_or_default();
+    let new = format!("{header}{}", report.markdown);
+    std::fs::write(&page, sections::keep(&old, &new)).expect("write markdown");
     eprintln!(
         "wrote docs/accuracy.md and docs/accuracy/ in {:.0?}",
         started.elapsed()

@@ -1,6 +1,6 @@
-//! Line plots for the studies (`examples/accuracy.rs`, `examples/performance.rs`): one
-//! SVG per figure, every series a line with its points marked, a legend. Owns the look
-//! of the figures; what they show is each study's.
+//! Line plots for the studies (`examples/accuracy.rs`, `examples/concurrency.rs`,
+//! `examples/performance.rs`): one SVG per figure, every series a line with its points
+//! marked, a legend. Owns the look of the figures; what they show is each study's.
 
 // Each study uses part of this file.
 #![allow(dead_code)]

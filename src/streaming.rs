@@ -628,6 +628,7 @@ impl Merged {
                 pairs: Vec::new(),
                 parent: Vec::new(),
                 confidence: Vec::new(),
+                complete: Vec::new(),
                 patterns: self.patterns,
                 stats: self.stats,
             },
@@ -691,6 +692,7 @@ pub fn nest_held(
         .collect();
     let mut parent = vec![nesting::NO_PARENT; pairs.len()];
     let mut confidence = vec![1.0f32; pairs.len()];
+    let mut complete = vec![1.0f32; pairs.len()];
     let mut hook = |segment: &Trace, nested: &Nesting, core: (Nanos, Nanos)| {
         let global = |i: u32| -> Option<u32> {
             let p = &nested.pairs[i as usize];
@@ -718,6 +720,7 @@ pub fn nest_held(
                 chosen => global(chosen).unwrap_or(nesting::NO_PARENT),
             };
             confidence[child as usize] = nested.confidence[i];
+            complete[child as usize] = nested.complete.get(i).copied().unwrap_or(1.0);
         }
     };
     match nest_text(vec![input], options, stream, Some(&mut hook))? {
@@ -728,8 +731,7 @@ pub fn nest_held(
             let patterns = nesting::patterns::find_patterns(
                 trace,
                 &pairs,
-                &parent,
-                &confidence,
+                (&parent, &confidence, &complete),
                 options.by_operation,
             );
             stats.roots = parent.iter().filter(|&&p| p == nesting::NO_PARENT).count() as u64;
@@ -737,6 +739,7 @@ pub fn nest_held(
                 pairs,
                 parent,
                 confidence,
+                complete,
                 patterns,
                 stats,
             })

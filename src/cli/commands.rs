@@ -160,9 +160,9 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
                 File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
             EvalTruth::Parents(calls::read_truth(path, io::BufReader::new(file))?)
         }
-        None => EvalTruth::Column(
+        None => EvalTruth::Column(Box::new(
             paths::ground_truth(trace, &options).with_context(|| describe(files))?,
-        ),
+        )),
     };
     // Without a given start, what `nest` would make of the same files: text traces in
     // segments when longer than one, captures when large enough, a mix whole.
@@ -453,7 +453,7 @@ enum EvalTruth {
     /// A file of true parents (`--truth`).
     Parents(calls::TrueParents),
     /// The trace's truth column, as the nesting it implies.
-    Column(nesting::Nesting),
+    Column(Box<nesting::Nesting>),
 }
 
 /// Says, above the scores, that the search started from the truth.

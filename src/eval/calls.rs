@@ -82,6 +82,9 @@ pub struct CallScores {
     pub requests_right: u64,
     /// The calls with a true parent, by the stated confidence of their choice.
     pub reliability: Vec<super::reliability::ConfidenceBucket>,
+    /// The inferred requests whose root the truth names, by how sure their whole tree
+    /// is; right: exactly a true request.
+    pub request_reliability: Vec<super::reliability::ConfidenceBucket>,
 }
 
 impl CallScores {
@@ -159,6 +162,16 @@ pub fn evaluate(trace: &Trace, nesting: &Nesting, truth: &TrueParents) -> CallSc
     let requests: HashSet<CallKey> = truth.keys().map(root_of).collect();
     let requests_right = requests.iter().filter(|r| !wrong.contains(*r)).count() as u64;
     let true_parents = true_parent_indexes(trace, &nesting.pairs, truth);
+    let sureness = super::reliability::tree_sureness(nesting);
+    let request_reliability = super::reliability::bucketed(
+        (0..nesting.pairs.len())
+            .filter(|&r| nesting.parent[r] == NO_PARENT)
+            .filter_map(|r| {
+                let k = key(r);
+                let root = truth.get(&k)?.is_none();
+                Some((sureness[r], root && !wrong.contains(&k)))
+            }),
+    );
     CallScores {
         calls: truth.len() as u64,
         calls_right,
@@ -173,6 +186,7 @@ pub fn evaluate(trace: &Trace, nesting: &Nesting, truth: &TrueParents) -> CallSc
                 .filter(|(_, &parent)| parent != NO_PARENT)
                 .map(|(i, &parent)| (i, nesting.parent[i] == parent)),
         ),
+        request_reliability,
     }
 }
 
@@ -224,6 +238,13 @@ mod tests {
                     right: 3,
                     mean_confidence: 1.0,
                 }],
+                request_reliability: vec![crate::eval::reliability::ConfidenceBucket {
+                    low: 0.999,
+                    high: 1.0,
+                    calls: 2,
+                    right: 2,
+                    mean_confidence: 1.0,
+                }],
             }
         );
         // Plant one error: the truth says D belongs to request 4.
@@ -231,6 +252,12 @@ mod tests {
         let truth = read_truth(Path::new("truth"), planted.as_bytes()).unwrap();
         let s = evaluate(&trace, &nesting, &truth);
         assert_eq!((s.calls_right, s.requests_right), (4, 0));
+        // Neither inferred request is exactly a true one: request 1 holds D, which is
+        // not its own, and request 4 lacks it.
+        let requests = &s.request_reliability;
+        let counted = requests.iter().map(|b| b.calls).sum::<u64>();
+        let right = requests.iter().map(|b| b.right).sum::<u64>();
+        assert_eq!((counted, right), (2, 0));
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub struct PathScores {
     pub children_right: u64,
     /// The calls with a true parent, by the stated confidence of their choice.
     pub reliability: Vec<super::reliability::ConfidenceBucket>,
+    /// The inferred requests, by how sure their whole tree is; right: exactly a true
+    /// request.
+    pub request_reliability: Vec<super::reliability::ConfidenceBucket>,
     /// Top-N for N = 1..=K.
     pub top_n: Vec<TopN>,
     /// For each pattern in both truth and inference, the latency errors, by truth rank.
@@ -130,7 +133,9 @@ pub fn evaluate(trace: &Trace, inferred: &Nesting, truth: &Nesting, max_n: usize
     );
     let patterns = count_patterns(inferred, truth);
     let instances = count_instances(inferred, truth);
-    let (instances_exact, right_calls_in_exact) = exact_instances(inferred, truth);
+    let (exact, right_calls_in_exact) = exact_instances(inferred, truth);
+    let instances_exact = exact.iter().filter(|&&e| e).count() as u64;
+    let sureness = super::reliability::tree_sureness(inferred);
     let calls = truth.pairs.len() as u64;
     let calls_right = (0..truth.pairs.len())
         .filter(|&i| inferred.parent[i] == truth.parent[i])
@@ -159,6 +164,11 @@ pub fn evaluate(trace: &Trace, inferred: &Nesting, truth: &Nesting, max_n: usize
             (0..truth.pairs.len())
                 .filter(|&i| truth.parent[i] != NO_PARENT)
                 .map(|i| (i, inferred.parent[i] == truth.parent[i])),
+        ),
+        request_reliability: super::reliability::bucketed(
+            (0..truth.pairs.len())
+                .filter(|&r| inferred.parent[r] == NO_PARENT)
+                .map(|r| (sureness[r], exact[r])),
         ),
         top_n: top_n(inferred, truth, max_n),
         latency: latency_errors(trace, inferred, truth),
@@ -212,7 +222,9 @@ fn count_instances(inferred: &Nesting, truth: &Nesting) -> Counts {
 /// (true instances inferred exactly, calls inside them). An inferred instance is exact
 /// when every one of its calls has its true parent and it holds every call of its true
 /// instance.
-fn exact_instances(inferred: &Nesting, truth: &Nesting) -> (u64, u64) {
+/// Per call, whether it is an inferred root whose instance is exactly a true one; and
+/// how many calls those instances hold.
+fn exact_instances(inferred: &Nesting, truth: &Nesting) -> (Vec<bool>, u64) {
     let root_of = crate::nesting::roots;
     let (inferred_root, true_root) = (root_of(&inferred.parent), root_of(&truth.parent));
     let n = truth.parent.len();
@@ -226,14 +238,14 @@ fn exact_instances(inferred: &Nesting, truth: &Nesting) -> (u64, u64) {
             broken[inferred_root[i] as usize] = true;
         }
     }
-    let mut exact = 0;
+    let mut exact = vec![false; n];
     let mut calls = 0;
     for r in 0..n {
         let is_root = inferred.parent[r] == NO_PARENT;
         // Every call has its true parent, so the root is a true root too, and the sizes
         // agreeing means nothing of the true instance went elsewhere.
         if is_root && !broken[r] && inferred_size[r] == true_size[r] {
-            exact += 1;
+            exact[r] = true;
             calls += u64::from(inferred_size[r]);
         }
     }

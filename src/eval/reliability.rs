@@ -1,7 +1,8 @@
 //! Whether the inference's stated confidence means what it says: calls with a known
-//! parent (from the truth or from ids) bucketed by the confidence of their choice, each
-//! bucket's share right beside its mean confidence. Owns the buckets; which calls are
-//! known is the caller's.
+//! parent (from the truth or from ids) bucketed by the confidence of their choice, and
+//! inferred requests by how sure their whole tree is (a pattern's `sure` is the mean of
+//! it), each bucket's share right beside its mean confidence. Owns the buckets; which
+//! calls and requests are known is the caller's.
 
 use crate::nesting::Nesting;
 use serde::Serialize;
@@ -30,9 +31,29 @@ pub fn buckets(
     nesting: &Nesting,
     known: impl Iterator<Item = (usize, bool)>,
 ) -> Vec<ConfidenceBucket> {
+    bucketed(known.map(|(i, right)| (f64::from(nesting.confidence[i]), right)))
+}
+
+/// How sure `nesting` is of the tree under each root: the product of its calls'
+/// confidences and of how sure each is that no call outside its children is its own
+/// (what a pattern's `sure` averages). Indexed by call; meaningful at the roots.
+pub fn tree_sureness(nesting: &Nesting) -> Vec<f64> {
+    let root = crate::nesting::roots(&nesting.parent);
+    let mut sure = vec![1.0f64; nesting.parent.len()];
+    for (i, &r) in root.iter().enumerate() {
+        if nesting.parent[i] != crate::nesting::NO_PARENT {
+            sure[r as usize] *= f64::from(nesting.confidence[i]);
+        }
+        sure[r as usize] *= f64::from(nesting.complete.get(i).copied().unwrap_or(1.0));
+    }
+    sure
+}
+
+/// Buckets (stated confidence, whether right) pairs by the confidence; empty buckets
+/// left out.
+pub fn bucketed(known: impl Iterator<Item = (f64, bool)>) -> Vec<ConfidenceBucket> {
     let mut counts = vec![(0u64, 0u64, 0.0f64); EDGES.len() - 1];
-    for (i, right) in known {
-        let sure = f64::from(nesting.confidence[i]);
+    for (sure, right) in known {
         let bucket = EDGES[1..EDGES.len() - 1].partition_point(|&edge| edge <= sure);
         let count = &mut counts[bucket];
         count.0 += 1;

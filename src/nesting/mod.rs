@@ -192,6 +192,11 @@ pub struct Nesting {
     /// parent and the best other candidate under the algorithm's scores; 1 for a call
     /// with one candidate or none.
     pub confidence: Vec<f32>,
+    /// How sure it is that no call outside each pair's children is its child: the
+    /// joint choice's weight of its candidate children given elsewhere taken away (see
+    /// [`joint::JointChoice::complete`]); 1 where no choice weighed one, and empty
+    /// where nothing was weighed.
+    pub complete: Vec<f32>,
     /// Path patterns in order of first appearance.
     pub patterns: Vec<Pattern>,
     /// Counts for the summary.
@@ -344,6 +349,7 @@ fn nest_starting(
 
     let mut parent = vec![NO_PARENT; pairs.len()];
     let mut confidence = vec![1.0f32; pairs.len()];
+    let mut complete = vec![1.0f32; pairs.len()];
     let mut stats = NestStats {
         pairing,
         ..NestStats::default()
@@ -353,6 +359,9 @@ fn nest_starting(
         for (child, chosen, sure) in outcome.chosen {
             parent[child as usize] = chosen;
             confidence[child as usize] = sure;
+        }
+        for (call, whole) in outcome.complete {
+            complete[call as usize] = whole;
         }
         links += outcome.candidate_links;
         children_with_candidates += outcome.children_with_candidates;
@@ -380,7 +389,7 @@ fn nest_starting(
     let patterns = patterns::find_patterns_of(
         trace,
         &pairs,
-        (&parent, &confidence),
+        (&parent, &confidence, &complete),
         options.by_operation,
         &root_in_core,
     );
@@ -388,6 +397,7 @@ fn nest_starting(
         pairs,
         parent,
         confidence,
+        complete,
         patterns,
         stats,
     };
@@ -481,6 +491,9 @@ fn find_call_pairs_checked(
 struct NodeOutcome {
     /// (child, parent) as indexes into the pairs, and the confidence of the choice.
     chosen: Vec<(u32, u32, f32)>,
+    /// (parent, how sure it is that no call outside its children is its own), as
+    /// indexes into the pairs, where under 1.
+    complete: Vec<(u32, f32)>,
     candidate_links: u64,
     children_with_candidates: u64,
     orphans: u64,
@@ -614,6 +627,7 @@ fn nest_node(
     let mut joint_losses = Vec::new();
     let mut connection_affinity = false;
     let mut kept = None;
+    let mut complete = Vec::new();
     // The paper's confidence is its lead over the next candidate already.
     let (mut choice, confidence, lead) = match options.algorithm {
         Algorithm::Paper => (choice, confidence, None),
@@ -653,6 +667,10 @@ fn nest_node(
             joint_losses = joint.explained;
             connection_affinity = joint.connection_affinity;
             kept = joint.kept;
+            complete = (joint.complete.iter().zip(incoming.iter()))
+                .filter(|&(&whole, _)| whole < 1.0)
+                .map(|(&whole, &call)| (call, whole))
+                .collect();
             (joint.parents, joint.confidence, Some(joint.lead))
         }
     };
@@ -714,6 +732,7 @@ fn nest_node(
         unsure,
         late_children,
         chosen,
+        complete,
         // The node's parallelism: its candidates before ids narrowed them, or as the
         // asynchronous window widened them.
         candidate_links: match &candidates {

@@ -126,9 +126,10 @@ impl Pattern {
         self.total_latency() as f64 / self.count() as f64
     }
 
-    /// The share of instances whose every call has its true parent, as the confidences
-    /// promise (their product per instance, averaged): the share the confidence
-    /// calibration table in `docs/` holds it to.
+    /// The share of instances whose every call has its true parent and no other call
+    /// belongs to, as the confidences promise (per instance, the product of its calls'
+    /// confidences and of how sure each call is that no call outside its children is
+    /// its own, averaged): the share `eval`'s requests' reliability table holds it to.
     pub fn sure(&self) -> f64 {
         self.expected_exact / self.count().max(1) as f64
     }
@@ -360,11 +361,16 @@ impl ChildLists {
 pub fn find_patterns(
     trace: &Trace,
     pairs: &[CallPair],
-    parent: &[u32],
-    confidence: &[f32],
+    (parent, confidence, complete): (&[u32], &[f32], &[f32]),
     by_operation: bool,
 ) -> Vec<Pattern> {
-    find_patterns_of(trace, pairs, (parent, confidence), by_operation, &|_| true)
+    find_patterns_of(
+        trace,
+        pairs,
+        (parent, confidence, complete),
+        by_operation,
+        &|_| true,
+    )
 }
 
 /// The roots among the calls, lazily: a trace has millions.
@@ -377,14 +383,14 @@ fn roots(parent: &[u32]) -> impl Iterator<Item = u32> + '_ {
 pub fn find_patterns_of(
     trace: &Trace,
     pairs: &[CallPair],
-    (parent, confidence): (&[u32], &[f32]),
+    (parent, confidence, complete): (&[u32], &[f32], &[f32]),
     by_operation: bool,
     keep: &dyn Fn(u32) -> bool,
 ) -> Vec<Pattern> {
     patterns_among(
         trace,
         pairs,
-        (&ChildLists::new(parent), confidence),
+        (&ChildLists::new(parent), confidence, complete),
         by_operation,
         roots(parent).filter(|&root| keep(root)),
     )
@@ -395,7 +401,7 @@ pub fn find_patterns_of(
 pub fn find_patterns_by_group(
     trace: &Trace,
     pairs: &[CallPair],
-    (parent, confidence): (&[u32], &[f32]),
+    (parent, confidence, complete): (&[u32], &[f32], &[f32]),
     by_operation: bool,
     (group, groups): (&dyn Fn(u32) -> Option<usize>, usize),
 ) -> Vec<Vec<Pattern>> {
@@ -412,7 +418,7 @@ pub fn find_patterns_by_group(
             patterns_among(
                 trace,
                 pairs,
-                (&children, confidence),
+                (&children, confidence, complete),
                 by_operation,
                 roots.into_iter(),
             )
@@ -423,7 +429,7 @@ pub fn find_patterns_by_group(
 fn patterns_among(
     trace: &Trace,
     pairs: &[CallPair],
-    (children, confidence): (&ChildLists, &[f32]),
+    (children, confidence, complete): (&ChildLists, &[f32], &[f32]),
     by_operation: bool,
     roots: impl Iterator<Item = u32>,
 ) -> Vec<Pattern> {
@@ -463,6 +469,8 @@ fn patterns_among(
             });
             position.own_time_sum += own_time(pair.latency(), calls, &mut intervals) as f64;
             position.count_operation(trace.operation(pair.call_id));
+            // A call is whole only if no call it was not given is its own.
+            all_right *= f64::from(complete.get(call as usize).copied().unwrap_or(1.0));
             match trace.status(pair.call_id) {
                 Status::Unknown => {}
                 Status::Ok => position.with_status += 1,

@@ -89,11 +89,16 @@ pub fn write_paths(s: &PathScores, out: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(out)?;
     writeln!(out, "{RELIABILITY}")?;
-    write_reliability(&s.reliability, "calls", out)
+    write_reliability(&s.reliability, "calls", out)?;
+    writeln!(out)?;
+    writeln!(out, "{REQUEST_RELIABILITY}")?;
+    write_reliability(&s.request_reliability, "requests", out)
 }
 
 /// The heading of the reliability table against a truth.
 const RELIABILITY: &str = "calls with a true parent by the stated confidence of their choice (calibrated: share right = mean confidence)";
+/// The heading of the requests' reliability table against a truth.
+const REQUEST_RELIABILITY: &str = "requests by how sure their whole tree is, as patterns' `sure` averages it (calibrated: share exact = mean confidence)";
 
 /// Writes call-level scores against a truth file.
 pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
@@ -114,7 +119,10 @@ pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
     )?;
     writeln!(out)?;
     writeln!(out, "{RELIABILITY}")?;
-    write_reliability(&s.reliability, "calls", out)
+    write_reliability(&s.reliability, "calls", out)?;
+    writeln!(out)?;
+    writeln!(out, "{REQUEST_RELIABILITY}")?;
+    write_reliability(&s.request_reliability, "requests", out)
 }
 
 /// `eval --against-ids`: the agreement with the ids, per node, and by stated

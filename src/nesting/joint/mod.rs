@@ -164,6 +164,11 @@ pub struct JointChoice {
     /// weighs (see [`search::Assignment::confidence`]); 1 for a child with one
     /// candidate or none.
     pub confidence: Vec<f32>,
+    /// Per parent (index into `incoming`), the probability that no child it was not
+    /// given is its own: each child's share at it, among the alternatives weighed for
+    /// the child's confidence, taken away. A request left with no call out at a node
+    /// whose requests usually call on is no surer than the calls that could be its own.
+    pub complete: Vec<f32>,
     /// Per child, 1 − e^(−margin), the margin being the log-likelihood the assignment
     /// would lose if the child moved alone to its best other candidate: the lead of its
     /// parent over the next, by which an asynchronous link is kept.
@@ -442,6 +447,8 @@ impl Node<'_> {
             .parents
             .extend(after.parents.into_iter().map(shifted));
         before.confidence.extend(after.confidence);
+        before.complete.resize(cut.parents as usize, 1.0);
+        before.complete.extend(after.complete);
         before.lead.extend(after.lead);
         before.connection_affinity |= after.connection_affinity;
         before.explained.extend(
@@ -477,7 +484,11 @@ fn relearned(mut state: Assignment) -> Assignment {
 /// The parents the children in `state`'s scope ended with, their confidences, and the
 /// explanation asked for.
 fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -> JointChoice {
-    let (confidence, lead) = state.confidence();
+    let search::Confidence {
+        choice: confidence,
+        lead,
+        complete,
+    } = state.confidence();
     let explained = explain.map_or_else(Vec::new, |k| {
         let k = k as u32;
         let current = state.chosen[k as usize];
@@ -511,6 +522,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
     JointChoice {
         parents,
         confidence,
+        complete,
         lead,
         explained,
         connection_affinity: state.affinity.is_some(),

@@ -785,9 +785,11 @@ impl<'a> Assignment<'a> {
     /// Per child in scope: the probability of its choice against each alternative
     /// (another parent, none, a swap with a child of its kind, an exchange of whole
     /// sets), each weighed by e^(−margin); and its lead, 1 − e^(−margin) over the best
-    /// single move away.
-    pub(super) fn confidence(&self) -> (Vec<f32>, Vec<f32>) {
-        (0..self.scope.children)
+    /// single move away. Per parent scored: the probability that no child it does not
+    /// hold is its own, each child's moves to it weighed as above.
+    pub(super) fn confidence(&self) -> Confidence {
+        let mut unclaimed = vec![0.0f64; self.scope.scored as usize];
+        let (choice, lead) = (0..self.scope.children)
             .map(|k| {
                 let current = self.chosen[k as usize];
                 let row = self.row(k);
@@ -798,13 +800,15 @@ impl<'a> Assignment<'a> {
                 // No parent is one more alternative where the trace lost calls.
                 let orphaned = (self.calls.orphans && current != NO_LINK)
                     .then(|| -(leave + self.orphan_value(k)));
-                let moves: Vec<f64> = row
+                let moves: Vec<(u32, f64)> = row
                     .filter(|&l| l != current)
-                    .map(|l| -(leave + self.join_gain(k, l)))
-                    .chain(orphaned)
-                    .map(|margin| margin.max(0.0))
+                    .map(|l| (l, (-(leave + self.join_gain(k, l))).max(0.0)))
                     .collect();
-                let lead = moves.iter().copied().fold(f64::INFINITY, f64::min);
+                let margins = moves
+                    .iter()
+                    .map(|&(_, m)| m)
+                    .chain(orphaned.map(|m| m.max(0.0)));
+                let lead = margins.clone().fold(f64::INFINITY, f64::min);
                 // Two requests' calls of one kind are most often confused with each
                 // other: taking the other's parent alone breaks both sets, trading
                 // them costs only what their timings say.
@@ -814,15 +818,35 @@ impl<'a> Assignment<'a> {
                 let exchanged = self
                     .best_exchange_above(k, STALE, f64::NEG_INFINITY)
                     .map(|(gain, _)| (-gain).max(0.0));
-                let odds: f64 = moves
-                    .iter()
-                    .copied()
+                let odds: f64 = margins
                     .chain(swapped)
                     .chain(exchanged)
                     .map(|margin| (-margin).exp())
                     .sum();
+                // The share of the child that each other candidate holds: a parent
+                // left with none, where its watchers could well be its own, is no
+                // surer than they are elsewhere.
+                for &(l, margin) in &moves {
+                    let share = (-margin).exp() / (1.0 + odds);
+                    unclaimed[self.parent_of(l) as usize] += (1.0 - share).max(0.0).ln();
+                }
                 ((1.0 / (1.0 + odds)) as f32, (1.0 - (-lead).exp()) as f32)
             })
-            .unzip()
+            .unzip();
+        Confidence {
+            choice,
+            lead,
+            complete: unclaimed.into_iter().map(|ln| ln.exp() as f32).collect(),
+        }
     }
+}
+
+/// How sure the search is of an assignment ([`Assignment::confidence`]).
+pub(super) struct Confidence {
+    /// Per child, the probability of its choice against every alternative weighed.
+    pub(super) choice: Vec<f32>,
+    /// Per child, 1 − e^(−margin) over its best single move away.
+    pub(super) lead: Vec<f32>,
+    /// Per parent, the probability that no child outside its set is its own.
+    pub(super) complete: Vec<f32>,
 }

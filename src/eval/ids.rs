@@ -76,6 +76,11 @@ pub struct IdScores {
     pub nodes: Vec<NodeIdScores>,
     /// By the inference's stated confidence, in rising buckets.
     pub confidence: Vec<ConfidenceBucket>,
+    /// The inferred requests that hold a labelled call, by how sure their whole tree is
+    /// (what a pattern's `sure` averages); right: every labelled call in it has the
+    /// parent its id names, and no call whose id names a parent in it went elsewhere.
+    /// Calls without ids are not checked, so this bounds the share exact from above.
+    pub requests: Vec<ConfidenceBucket>,
 }
 
 /// One node's share of [`IdScores`].
@@ -118,6 +123,26 @@ pub fn evaluate(trace: &Trace, nesting: &Nesting, named: &[u32]) -> IdScores {
         })
         .collect();
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
+    let root = crate::nesting::roots(&nesting.parent);
+    let (mut checked, mut wrong) = (vec![false; root.len()], vec![false; root.len()]);
+    for (i, &parent) in named.iter().enumerate() {
+        if parent == NO_PARENT {
+            continue;
+        }
+        checked[root[i] as usize] = true;
+        if nesting.parent[i] != parent {
+            // Wrong where it was put, and missing where its id says it belongs.
+            wrong[root[i] as usize] = true;
+            checked[root[parent as usize] as usize] = true;
+            wrong[root[parent as usize] as usize] = true;
+        }
+    }
+    let sureness = reliability::tree_sureness(nesting);
+    let requests = reliability::bucketed(
+        (0..root.len())
+            .filter(|&r| nesting.parent[r] == NO_PARENT && checked[r])
+            .map(|r| (sureness[r], !wrong[r])),
+    );
     IdScores {
         calls: nesting.pairs.len() as u64,
         labelled,
@@ -131,6 +156,7 @@ pub fn evaluate(trace: &Trace, nesting: &Nesting, named: &[u32]) -> IdScores {
                 .filter(|(_, &parent)| parent != NO_PARENT)
                 .map(|(i, &parent)| (i, nesting.parent[i] == parent)),
         ),
+        requests,
     }
 }
 
@@ -173,5 +199,17 @@ mod tests {
         let scores = evaluate(&trace, &nesting, &named);
         assert_eq!((scores.labelled, scores.agree), (2, 2));
         assert_eq!(scores.nodes[0].node, "b");
+        let requests = |scores: &IdScores| {
+            let all = scores.requests.iter().map(|b| b.calls).sum::<u64>();
+            (all, scores.requests.iter().map(|b| b.right).sum::<u64>())
+        };
+        // Both requests hold a labelled call and are right; c3's lone tree holds none.
+        assert_eq!(requests(&scores), (2, 2));
+        // Give c1 to r1: r1 holds a call that is not its own, r2 lacks one.
+        let mut swapped = nesting.clone();
+        let index = |call: &str| (0..swapped.pairs.len()).find(|&i| name(i as u32) == call);
+        let (c1, r1) = (index("c1").unwrap(), index("r1").unwrap());
+        swapped.parent[c1] = r1 as u32;
+        assert_eq!(requests(&evaluate(&trace, &swapped, &named)), (2, 0));
     }
 }

@@ -167,7 +167,13 @@ pub fn write_ids(s: &IdScores, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     writeln!(out)?;
-    write_reliability(&s.confidence, "labelled", out)
+    write_reliability(&s.confidence, "labelled", out)?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "requests holding a labelled call, by how sure their whole tree is, as patterns' `sure` averages it (right: their labelled calls agree with the ids and none is missing; calls without ids unchecked)"
+    )?;
+    write_reliability(&s.requests, "requests", out)
 }
 
 /// The reliability table: per confidence bucket, the known calls, how many are right

@@ -37,7 +37,7 @@ for n in "${clients[@]}"; do
         bash "$here/capture.sh" "$seconds" "$n" "$dir" "$workers" traced
     fi
     [ -s "$dir/truth.tsv" ] || { echo "saturate.sh: no truth in $dir" >&2; exit 1; }
-    python3 "$here/wait.py" "$dir" | tee "$dir/wait.txt"
+    python3 "$here/../wait.py" "$dir" web app | tee "$dir/wait.txt"
     captures=("$dir"/*.pcap*)
     "$blackbox" eval "${captures[@]}" --truth-ids "$dir/truth.tsv" --ignore-ids \
         --json "$dir/eval-joint.json" >"$dir/eval-joint.txt" 2>&1

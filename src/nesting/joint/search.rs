@@ -826,9 +826,15 @@ impl<'a> Assignment<'a> {
                 // The share of the child that each other candidate holds: a parent
                 // left with none, where its watchers could well be its own, is no
                 // surer than they are elsewhere.
+                // (A share under 10⁻⁶ changes the product by less than that; most
+                // alternatives' shares are, and skipping them keeps this pass cheap:
+                // 0.25 s of 5.5 s on the 40-client shop at 1 M messages otherwise.)
                 for &(l, margin) in &moves {
+                    if margin > SMALL_SHARE_MARGIN {
+                        continue;
+                    }
                     let share = (-margin).exp() / (1.0 + odds);
-                    unclaimed[self.parent_of(l) as usize] += (1.0 - share).max(0.0).ln();
+                    unclaimed[self.parent_of(l) as usize] += (-share).ln_1p();
                 }
                 ((1.0 / (1.0 + odds)) as f32, (1.0 - (-lead).exp()) as f32)
             })
@@ -840,6 +846,10 @@ impl<'a> Assignment<'a> {
         }
     }
 }
+
+/// The margin past which an alternative's share of a child (below e^(−margin), about
+/// 10⁻⁶) is left out of its parent's completeness.
+const SMALL_SHARE_MARGIN: f64 = 13.8;
 
 /// How sure the search is of an assignment ([`Assignment::confidence`]).
 pub(super) struct Confidence {

@@ -4,6 +4,7 @@
 //! it), each bucket's share right beside its mean confidence. Owns the buckets; which
 //! calls and requests are known is the caller's.
 
+use crate::nesting::patterns::whole_share;
 use crate::nesting::Nesting;
 use serde::Serialize;
 
@@ -40,11 +41,10 @@ pub fn buckets(
 pub fn tree_sureness(nesting: &Nesting) -> Vec<f64> {
     let root = crate::nesting::roots(&nesting.parent);
     let mut sure = vec![1.0f64; nesting.parent.len()];
+    let (confidence, complete) = (&nesting.confidence, &nesting.complete);
     for (i, &r) in root.iter().enumerate() {
-        if nesting.parent[i] != crate::nesting::NO_PARENT {
-            sure[r as usize] *= f64::from(nesting.confidence[i]);
-        }
-        sure[r as usize] *= f64::from(nesting.complete.get(i).copied().unwrap_or(1.0));
+        let chosen = nesting.parent[i] != crate::nesting::NO_PARENT;
+        sure[r as usize] *= whole_share(chosen, confidence, complete, i);
     }
     sure
 }

@@ -373,6 +373,15 @@ pub fn find_patterns(
     )
 }
 
+/// How far call `call` keeps its request whole, as a pattern's `sure` counts it: the
+/// confidence of its parent choice (`chosen`: it has a parent) times how sure it is that
+/// no call outside its children is its own. A request's sureness is the product over
+/// its calls.
+pub fn whole_share(chosen: bool, confidence: &[f32], complete: &[f32], call: usize) -> f64 {
+    let choice = if chosen { confidence[call] } else { 1.0 };
+    f64::from(choice) * f64::from(complete.get(call).copied().unwrap_or(1.0))
+}
+
 /// The roots among the calls, lazily: a trace has millions.
 fn roots(parent: &[u32]) -> impl Iterator<Item = u32> + '_ {
     (0..parent.len() as u32).filter(|&i| parent[i as usize] == NO_PARENT)
@@ -469,8 +478,8 @@ fn patterns_among(
             });
             position.own_time_sum += own_time(pair.latency(), calls, &mut intervals) as f64;
             position.count_operation(trace.operation(pair.call_id));
-            // A call is whole only if no call it was not given is its own.
-            all_right *= f64::from(complete.get(call as usize).copied().unwrap_or(1.0));
+            let chosen = parent_call != NO_PARENT;
+            all_right *= whole_share(chosen, confidence, complete, call as usize);
             match trace.status(pair.call_id) {
                 Status::Unknown => {}
                 Status::Ok => position.with_status += 1,
@@ -484,7 +493,6 @@ fn patterns_among(
                 0
             } else {
                 let sure = confidence[call as usize];
-                all_right *= f64::from(sure);
                 position.confidence_sum += f64::from(sure);
                 pattern.confidence_sum += f64::from(sure);
                 pattern.confidence_min = pattern.confidence_min.min(sure);

@@ -87,12 +87,22 @@ pub fn write_paths(s: &PathScores, out: &mut dyn Write) -> io::Result<()> {
             l.signature
         )?;
     }
+    write_reliabilities(&s.reliability, &s.request_reliability, out)
+}
+
+/// The calls' and the requests' reliability tables against a truth, each after a blank
+/// line and its heading.
+fn write_reliabilities(
+    calls: &[ConfidenceBucket],
+    requests: &[ConfidenceBucket],
+    out: &mut dyn Write,
+) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "{RELIABILITY}")?;
-    write_reliability(&s.reliability, "calls", out)?;
+    write_reliability(calls, "calls", out)?;
     writeln!(out)?;
     writeln!(out, "{REQUEST_RELIABILITY}")?;
-    write_reliability(&s.request_reliability, "requests", out)
+    write_reliability(requests, "requests", out)
 }
 
 /// The heading of the reliability table against a truth.
@@ -117,12 +127,7 @@ pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
         s.requests,
         100.0 * s.request_accuracy()
     )?;
-    writeln!(out)?;
-    writeln!(out, "{RELIABILITY}")?;
-    write_reliability(&s.reliability, "calls", out)?;
-    writeln!(out)?;
-    writeln!(out, "{REQUEST_RELIABILITY}")?;
-    write_reliability(&s.request_reliability, "requests", out)
+    write_reliabilities(&s.reliability, &s.request_reliability, out)
 }
 
 /// `eval --against-ids`: the agreement with the ids, per node, and by stated

@@ -166,21 +166,31 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+def start_workers(count, work):
+    """Starts `count` threads that each connect to Redis and PostgreSQL, then run `work`;
+    returns once every one is connected, so that no request pays for a connection."""
+    ready = threading.Barrier(count + 1)
+
+    def worker():
+        connect()
+        local.cache.ping()  # redis-py connects lazily: connect now, not in a request
+        ready.wait()
+        work()
+
+    for _ in range(count):
+        threading.Thread(target=worker, daemon=True).start()
+    ready.wait()
+
+
 class PooledServer(HTTPServer):
     """Hands each accepted connection to the next free worker of the pool."""
 
     def __init__(self, address, handler, workers):
         super().__init__(address, handler)
         self.accepted = queue.Queue()
-        ready = threading.Barrier(workers + 1)
-        for _ in range(workers):
-            threading.Thread(target=self.work, args=(ready,), daemon=True).start()
-        ready.wait()
+        start_workers(workers, self.work)
 
-    def work(self, ready):
-        connect()
-        local.cache.ping()  # redis-py connects lazily: connect now, not in a request
-        ready.wait()
+    def work(self):
         while True:
             request, client = self.accepted.get()
             try:
@@ -200,15 +210,9 @@ class QueuedServer(ThreadingHTTPServer):
 
     def __init__(self, address, handler, workers):
         super().__init__(address, handler)
-        ready = threading.Barrier(workers + 1)
-        for _ in range(workers):
-            threading.Thread(target=self.work, args=(ready,), daemon=True).start()
-        ready.wait()
+        start_workers(workers, self.work)
 
-    def work(self, ready):
-        connect()
-        local.cache.ping()  # redis-py connects lazily: connect now, not in a request
-        ready.wait()
+    def work(self):
         while True:
             serve, job = jobs.get()
             start = time.monotonic()

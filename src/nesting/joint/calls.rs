@@ -327,6 +327,7 @@ impl<'a> NodeCalls<'a> {
         let timed = |at: Nanos, action: u32, (since, before, class): Event, previous: u32| Factor {
             delay_key: ev.key(caller, before, action),
             pooled_key: class * ev.count() as usize + action as usize,
+            before,
             delay: at - since,
             timed: true,
             awaited: None,
@@ -368,6 +369,7 @@ impl<'a> NodeCalls<'a> {
                 visit(Factor {
                     delay_key: (caller * self.events.kinds + kind) as u64,
                     pooled_key: 0,
+                    before: EventKinds::ARRIVAL,
                     delay: 0,
                     timed: false,
                     awaited: Some(wait),
@@ -392,6 +394,7 @@ impl<'a> NodeCalls<'a> {
             visit(Factor {
                 delay_key: 0,
                 pooled_key: 0,
+                before: EventKinds::ARRIVAL,
                 delay: 0,
                 timed: false,
                 awaited: None,
@@ -409,6 +412,9 @@ pub(super) struct Factor {
     /// (class of the event before, action): the pooled density, when the above was
     /// never seen.
     pub(super) pooled_key: usize,
+    /// The event the action is timed from (an [`EventKinds`] id): the arrival, a call
+    /// of some kind leaving or returning, or the answer.
+    pub(super) before: u32,
     pub(super) delay: Nanos,
     /// Whether the action has a delay (all but the end of a sequence that may go on
     /// past its answer).

@@ -4,7 +4,7 @@
 //! by which the ends of two starts are compared. Owns no learning.
 
 use super::calls::NodeCalls;
-use super::model::{set_key, MAX_CHILDREN, SET_DISCOUNT, SET_PRIOR};
+use super::model::{follows_key, set_key, MAX_CHILDREN, SET_DISCOUNT, SET_PRIOR};
 use super::search::Assignment;
 use super::{NO_DENSITY, NO_LINK};
 
@@ -261,6 +261,12 @@ impl Assignment<'_> {
                 return;
             }
             if factor.timed {
+                let follows = model
+                    .follows
+                    .get(follows_key(calls.events, &factor), f64::NAN);
+                if !follows.is_nan() {
+                    total += follows;
+                }
                 let bin = calls.table.index(factor.delay);
                 total += match model.delay_at.get(factor.delay_key, NO_DENSITY) {
                     NO_DENSITY => match model.pooled_at[factor.pooled_key] {

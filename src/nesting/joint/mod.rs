@@ -15,6 +15,13 @@
 //!   answers soon after the last call it waited for;
 //! - which action follows which, as a Markov chain per A over the actions' kinds (a
 //!   call to C, or the answer): the order a parent makes its calls in;
+//! - on a dense node (see below), which event each action follows, given A, the action
+//!   before it and the action: a sequential service calls on after the call before
+//!   returned, a fan-out one while it is still open. The delay densities are each
+//!   normalised per event, so without this an assignment could choose its events for
+//!   free, and at saturation hard EM did: it piled calls onto a few parents, where some
+//!   sibling had always just left or returned, and left the rest with none (the
+//!   80-client shop: 0.0% of requests exactly right; 21.0% with this factor);
 //! - per child, the delay from its parent's arrival to the child leaving and the gap
 //!   from the child's return to the parent's answer, under densities per (A, C): the
 //!   paper's scoreboard, normalised, and its mirror on the return side, which still
@@ -34,11 +41,23 @@
 //! request, and a skew window's negative delays, all in the first bin, to none. The
 //! per-child fits stay shares per bin, as the paper's scoreboard reads them.
 //!
-//! Where a node's children have several candidates each, the search runs from three
-//! starts and keeps the likelier end: the paper's greedy answer; the same answer with
+//! Where a node's children have several candidates each, the search runs from four
+//! starts and keeps the likeliest end: the paper's greedy answer; the same answer with
 //! hard EM made robust, each delay density learned again from the three quarters of
-//! its delays that fit it best; and one from soft EM over the per-link densities,
-//! which weighs every candidate and does not commit early. At high parallelism most
+//! its delays that fit it best; one from soft EM over the per-link densities, which
+//! weighs every candidate and does not commit early, with each parent's shares of
+//! each kind of child balanced towards the mean of its caller's parents (Sinkhorn's
+//! scaling), so that no parent draws the children of its neighbours; and the pinned
+//! start, the same soft answer settled by robust hard EM with each kind's count of
+//! children pinned near its mean (nine tenths of the distribution on the two counts
+//! next to it) and, before each round's search, the children of each kind placed again
+//! at once by a least-cost assignment to their parents' first, second and third places
+//! for that kind (`by_kind`, `assign`). At saturation hard EM learns counts from its
+//! own piles and keeps them; pinned, it cannot pile up or starve parents, and moves
+//! of whole kinds reach what moves of one or two children cannot (the 160-client shop:
+//! 26.6% of requests exactly right against 1.2%). Its end is compared as the others
+//! are, under a model learned again without pins, so a node whose counts do vary
+//! keeps an end that lets them. At high parallelism most
 //! of the greedy answer's links are wrong, and hard EM, learning from them, keeps
 //! densities broad enough to hold them (multi-tier at ×4: the parents given two AUTH
 //! calls, where each makes one or none, grew from 405 to 558 over the rounds);
@@ -82,10 +101,13 @@
 //! of actions; `model` learns the densities, the chain and the sets from an
 //! assignment; `likelihood` scores a parent's children under them; `families`
 //! keeps each parent's children as threaded lists; `search` improves an assignment
-//! step by step; `starts` makes the starts, settles each by hard EM and carries an end
-//! over a larger scope; `split` finds where a node's calls fall in two. This file
-//! chooses among the ends.
+//! step by step; `by_kind` places a whole kind of children again at once, by
+//! `assign`'s least-cost assignment; `starts` makes the starts, settles each by hard
+//! EM and carries an end over a larger scope; `split` finds where a node's calls fall
+//! in two. This file chooses among the ends.
 
+mod assign;
+mod by_kind;
 mod calls;
 mod families;
 mod likelihood;
@@ -105,14 +127,14 @@ use calls::NodeCalls;
 use search::Assignment;
 use search::Scope;
 use split::{after_cut, middle_cut, start_after_cut, Cut};
-use starts::{extend, settle, soft_start};
+use starts::{extend, settle, soft_start, Learning};
 
 pub use starts::async_start;
 
 /// Mean candidates per child from which the robust and soft starts are tried too:
 /// below it the greedy start's end was always kept, at twice the time (docs/tuning.md).
 const SOFT_FROM_PARALLELISM: f64 = 3.0;
-/// Calls out of one node on which the three starts are settled and compared, when it
+/// Calls out of one node on which the four starts are settled and compared, when it
 /// has more: the end kept is then carried over the rest by the same rounds of hard EM
 /// (`starts::extend`), so that only one start's rounds cost the whole trace.
 /// Above every node of the dev traces and of the accuracy studies but top-N's
@@ -197,6 +219,19 @@ pub enum StartKind {
     Robust,
     /// Soft EM's answer over the per-link densities, settled by hard EM.
     Soft,
+    /// Soft EM's answer settled by robust hard EM with counts pinned.
+    Pinned,
+}
+
+impl StartKind {
+    /// How hard EM learns as it settles this start.
+    fn learning(self) -> Learning {
+        match self {
+            StartKind::Greedy | StartKind::Soft => Learning::PLAIN,
+            StartKind::Robust => Learning::ROBUST,
+            StartKind::Pinned => Learning::PINNED,
+        }
+    }
 }
 
 /// Where the search starts: per child, an index into `incoming` (a candidate of the
@@ -248,7 +283,7 @@ pub fn choose_jointly(
     let initial = match start {
         Start::Greedy(initial) => initial,
         Start::Given(given) => {
-            let state = settle(&calls, candidates, given, false, all);
+            let state = settle(&calls, candidates, given, Learning::PLAIN, all);
             return chosen(&state, candidates, explain);
         }
     };
@@ -264,15 +299,15 @@ pub fn choose_jointly(
         // One start, settled in two halves on two cores where a quiet instant leaves a
         // window's worth of children on each side.
         let Some(cut) = middle_cut(candidates, scale.learn_window) else {
-            let state = settle(&calls, candidates, initial, false, all);
+            let state = settle(&calls, candidates, initial, Learning::PLAIN, all);
             return chosen(&state, candidates, explain);
         };
         let head = Scope::before(candidates, cut);
         let first = |explain| {
-            let state = settle(&calls, candidates, initial.clone(), false, head);
+            let state = settle(&calls, candidates, initial.clone(), Learning::PLAIN, head);
             chosen(&state, candidates, explain)
         };
-        return node.in_two(cut, first, (&initial, false, false), explain);
+        return node.in_two(cut, first, (&initial, Learning::PLAIN, false), explain);
     }
     let learn_window = match scale.start {
         Some(_) => scale.learn_window / CARRIED_WINDOW_DIVISOR,
@@ -283,7 +318,7 @@ pub fn choose_jointly(
         Some(kind) => one_start((&calls, candidates), kind, (&open, initial), window),
         None => best_start((&calls, candidates), (&open, initial), window),
     };
-    let was_robust = kept == StartKind::Robust;
+    let learning = kept.learning();
     // (The ends not kept are gone by now: carrying the kept one over every child is
     // the peak of memory.)
     // A start is handed on only where it won on a full window: compared on a few
@@ -298,8 +333,8 @@ pub fn choose_jointly(
         };
     }
     let carried = |mut state: Assignment<'_>, scope: Scope, explain: Option<usize>| {
-        extend(&mut state, was_robust, scope);
-        chosen(&settled(state, was_robust), candidates, explain)
+        extend(&mut state, learning, scope);
+        chosen(&settled(state, learning), candidates, explain)
     };
     let Some(cut) = middle_cut(candidates, window.children as usize) else {
         return JointChoice {
@@ -314,11 +349,11 @@ pub fn choose_jointly(
     let first = |explain| carried(state, head, explain);
     JointChoice {
         kept,
-        ..node.in_two(cut, first, (&kept_start, was_robust, true), explain)
+        ..node.in_two(cut, first, (&kept_start, learning, true), explain)
     }
 }
 
-/// The three starts settled on `window` side by side, and the end kept with its kind
+/// The four starts settled on `window` side by side, and the end kept with its kind
 /// and its start: the greedy answer's end, or another's where clearly likelier.
 /// `open` counts, per child, its candidates that enclose it; `initial` is the greedy
 /// answer.
@@ -327,23 +362,47 @@ fn best_start<'a>(
     (open, initial): (&[usize], Vec<u32>),
     window: Scope,
 ) -> (Assignment<'a>, StartKind, Vec<u32>) {
-    // The three starts are independent: on two cores, a trace whose time goes to one
-    // node takes the time of two starts instead of three.
-    let ((robust, plain), soft) = rayon::join(
+    // The starts are independent: on two cores, a trace whose time goes to one node
+    // takes the time of two starts instead of four.
+    let ((robust, plain), (soft, (pinned, soft_answer))) = rayon::join(
         || {
             rayon::join(
-                || relearned(settle(calls, candidates, initial.clone(), true, window)),
-                || relearned(settle(calls, candidates, initial.clone(), false, window)),
+                || {
+                    relearned(settle(
+                        calls,
+                        candidates,
+                        initial.clone(),
+                        Learning::ROBUST,
+                        window,
+                    ))
+                },
+                || {
+                    relearned(settle(
+                        calls,
+                        candidates,
+                        initial.clone(),
+                        Learning::PLAIN,
+                        window,
+                    ))
+                },
             )
         },
         || {
-            Some(soft_start(calls, candidates, open, &initial))
-                .filter(|soft| *soft != initial)
-                .map(|soft| {
-                    let mut end = settle(calls, candidates, soft.clone(), false, window);
-                    end.forget_gains();
-                    (end, soft)
-                })
+            let soft = soft_start(calls, candidates, open, &initial);
+            rayon::join(
+                || {
+                    (soft != initial).then(|| {
+                        let mut end =
+                            settle(calls, candidates, soft.clone(), Learning::PLAIN, window);
+                        end.forget_gains();
+                        end
+                    })
+                },
+                || {
+                    let end = settle(calls, candidates, soft.clone(), Learning::PINNED, window);
+                    (relearned(end), soft.clone())
+                },
+            )
         },
     );
     // The greedy answer's end, or the robust start's from it if clearly likelier, both
@@ -358,17 +417,25 @@ fn best_start<'a>(
         drop(robust);
         (plain, StartKind::Greedy)
     };
-    if let Some((other, soft)) = soft {
+    let (mut state, mut kept, mut start) = (state, kept, initial);
+    if let Some(other) = soft {
         let gain = other.sequence_likelihood() - state.sequence_likelihood();
         if gain > margin {
-            return (other, StartKind::Soft, soft);
+            (state, kept, start) = (other, StartKind::Soft, soft_answer.clone());
         }
     }
-    (state, kept, initial)
+    // The pinned end, where clearly likelier under a model learned again without pins
+    // and with whole sets, as the others are compared: so a node whose counts do vary
+    // keeps an end that lets them.
+    let gain = pinned.sequence_likelihood() - state.sequence_likelihood();
+    if gain > margin {
+        return (pinned, StartKind::Pinned, soft_answer);
+    }
+    (state, kept, start)
 }
 
 /// The one start `kind` settled on `window`, as [`best_start`] settles it: the start
-/// a previous segment of the same trace kept for this node. Comparing three starts on
+/// a previous segment of the same trace kept for this node. Comparing the starts on
 /// every segment was each segment's cost at real concurrency, and which start wins
 /// is a property of the node's calls, not of the hour (on the 6.6 GB capture set, the
 /// same on 23 of 24 node-segments). A window is still settled first: settling the
@@ -381,17 +448,16 @@ fn one_start<'a>(
     window: Scope,
 ) -> (Assignment<'a>, StartKind, Vec<u32>) {
     let start = match kind {
-        StartKind::Soft => soft_start(calls, candidates, open, &initial),
+        StartKind::Soft | StartKind::Pinned => soft_start(calls, candidates, open, &initial),
         StartKind::Greedy | StartKind::Robust => initial,
     };
-    let robust = kind == StartKind::Robust;
-    let mut end = settle(calls, candidates, start.clone(), robust, window);
+    let mut end = settle(calls, candidates, start.clone(), kind.learning(), window);
     end = match kind {
         StartKind::Soft => {
             end.forget_gains();
             end
         }
-        StartKind::Greedy | StartKind::Robust => relearned(end),
+        StartKind::Greedy | StartKind::Robust | StartKind::Pinned => relearned(end),
     };
     (end, kind, start)
 }
@@ -416,7 +482,7 @@ impl Node<'_> {
         &self,
         cut: Cut,
         first: impl FnOnce(Option<usize>) -> JointChoice + Send,
-        (start, robust, dense): (&[u32], bool, bool),
+        (start, learning, dense): (&[u32], Learning, bool),
         explain: Option<usize>,
     ) -> JointChoice {
         let (mut before, after) = rayon::join(
@@ -434,9 +500,9 @@ impl Node<'_> {
                 calls.set_dense(dense);
                 let start = start_after_cut(start, cut);
                 let all = Scope::all(&rest, self.incoming.len() - cut.parents as usize);
-                let end = settle(&calls, &rest, start, robust, all);
+                let end = settle(&calls, &rest, start, learning, all);
                 chosen(
-                    &settled(end, robust),
+                    &settled(end, learning),
                     &rest,
                     explain.and_then(|k| k.checked_sub(cut.children)),
                 )
@@ -463,8 +529,8 @@ impl Node<'_> {
 
 /// A settled end ready to choose from: where it was robust, its model learned again
 /// from all its delays, as the ends are compared, with room for gains again.
-fn settled(state: Assignment, robust: bool) -> Assignment {
-    if !robust {
+fn settled(state: Assignment, learning: Learning) -> Assignment {
+    if learning == Learning::PLAIN {
         return state;
     }
     let mut state = relearned(state);
@@ -476,6 +542,7 @@ fn settled(state: Assignment, robust: bool) -> Assignment {
 fn relearned(mut state: Assignment) -> Assignment {
     state.forget_gains();
     state.robust = false;
+    state.pinned = false;
     state.learn();
     state.learn_sets();
     state

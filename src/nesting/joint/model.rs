@@ -5,8 +5,8 @@
 //! each kind a parent makes, and whole sets of them. Scoring under
 //! the model is [`super::likelihood`]'s.
 
-use super::calls::EventKinds;
 use super::calls::NodeCalls;
+use super::calls::{EventKinds, Factor};
 use super::search::Assignment;
 use super::{NO_CONNECTION, NO_DENSITY, NO_LINK};
 use crate::nesting::call_pairs::CallPair;
@@ -41,6 +41,12 @@ pub(super) const AFFINITY_PRIOR: f64 = 1.0;
 /// factor stays flat, so that pools shared by every request change nothing
 /// (docs/tuning.md: nothing changes between 0.1 and 2).
 pub(super) const AFFINITY_GATE: f64 = 0.5;
+
+/// Share of a kind's count distribution that the pinned start puts on the two counts
+/// next to the mean (the rest as learned): a parent of a service that makes one call
+/// of a kind per request, or one or two, cannot be left with none or given five, as
+/// hard EM left or gave them at saturation (docs/tuning.md).
+pub(super) const PINNED_SHARE: f64 = 0.9;
 
 /// Children of one kind per parent beyond this count as this many.
 pub(super) const MAX_CHILDREN: usize = 32;
@@ -117,12 +123,35 @@ impl Affinity {
     }
 }
 
+/// The key of a timed factor's (caller, previous action, action, event it follows),
+/// for [`Model::follows`].
+pub(super) fn follows_key(events: EventKinds, factor: &Factor) -> u64 {
+    factor.transition_key * events.count() + u64::from(factor.before)
+}
+
 /// Turns ln-shares of bins into ln-densities in time.
 pub(super) fn per_time(histograms: &mut [f64], ln_span: &[f64]) {
     for histogram in histograms.chunks_mut(ln_span.len()) {
         for (w, span) in histogram.iter_mut().zip(ln_span) {
             *w -= span;
         }
+    }
+}
+
+/// Puts [`PINNED_SHARE`] of the count distribution `shares` on the two counts next to
+/// `mean`, split so that their mean is `mean`: the narrowest distribution with it.
+pub(super) fn pin(shares: &mut [f64], mean: f64) {
+    let low = (mean.floor() as usize).min(shares.len() - 1);
+    let above = mean - mean.floor();
+    for (n, share) in shares.iter_mut().enumerate() {
+        let narrow = if n == low {
+            1.0 - above
+        } else if n == low + 1 {
+            above
+        } else {
+            0.0
+        };
+        *share = PINNED_SHARE * narrow + (1.0 - PINNED_SHARE) * *share;
     }
 }
 
@@ -195,6 +224,9 @@ pub(super) struct Model {
     /// Per (caller A, kind C), ln P of each [`ParentWait`]; empty unless children may be
     /// asynchronous.
     pub(super) awaited_log: Vec<f64>,
+    /// On a dense node, per [`follows_key`], ln P(the event an action follows |
+    /// caller, previous action, action); NaN where not learned.
+    pub(super) follows: ValuesByKey<f64>,
 }
 
 impl Model {
@@ -208,6 +240,7 @@ impl Model {
             pooled: Vec::new(),
             transition: ValuesByKey::new(space, f64::NAN),
             awaited_log: Vec::new(),
+            follows: ValuesByKey::new(space * n, f64::NAN),
         }
     }
 }
@@ -225,6 +258,7 @@ impl Assignment<'_> {
         // added in a fixed order whatever the table.
         let mut delay_keys: Vec<(u64, usize)> = Vec::new();
         let mut transitions: HashMap<u64, f64> = HashMap::new();
+        let mut follows: HashMap<u64, f64> = HashMap::new();
         let mut waits = vec![0.0; 3 * calls.link_keys];
         let mut open = self.open.borrow_mut();
         let cutoffs = if self.robust {
@@ -241,6 +275,11 @@ impl Assignment<'_> {
                 *transitions.entry(factor.transition_key).or_default() += 1.0;
                 if !factor.timed {
                     return;
+                }
+                if calls.dense {
+                    *follows
+                        .entry(follows_key(calls.events, &factor))
+                        .or_default() += 1.0;
                 }
                 let bin = calls.table.index(factor.delay);
                 if let Some(&cutoff) = cutoffs.get(&factor.delay_key) {
@@ -310,6 +349,22 @@ impl Assignment<'_> {
             model
                 .transition
                 .set(key, (PSEUDO_COUNT / (total + spread)).ln());
+        }
+        // ln P(event before | caller, previous action, action), for every event of
+        // every (caller, previous action, action) seen.
+        let events = calls.events.count();
+        let mut groups: HashMap<u64, f64> = HashMap::new();
+        for (&key, &n) in &follows {
+            *groups.entry(key - key % events).or_default() += n;
+        }
+        let spread = PSEUDO_COUNT * events as f64;
+        for (&group, &total) in &groups {
+            for before in 0..events {
+                let n = follows.get(&(group + before)).copied().unwrap_or(0.0);
+                model
+                    .follows
+                    .set(group + before, ((n + PSEUDO_COUNT) / (total + spread)).ln());
+            }
         }
         // ln P(a parent waits for a call of kind C, or not, or makes it after it
         // answered), per (A, C).
@@ -444,8 +499,15 @@ impl Assignment<'_> {
             let with: f64 = counts[1..].iter().sum();
             counts[0] = (parents - with).max(0.0);
             let total = parents.max(with) + spread;
+            let made: f64 = counts.iter().enumerate().map(|(n, c)| n as f64 * c).sum();
             for c in counts.iter_mut() {
-                *c = ((*c + PSEUDO_COUNT) / total).ln();
+                *c = (*c + PSEUDO_COUNT) / total;
+            }
+            if self.pinned && parents > 0.0 {
+                pin(counts, made / parents);
+            }
+            for c in counts.iter_mut() {
+                *c = c.ln();
             }
         }
         self.none_log = (0..calls.callers)

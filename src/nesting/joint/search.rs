@@ -170,6 +170,10 @@ pub(super) struct Assignment<'a> {
     /// Whether each delay density is learned from the delays that fit the last one
     /// best only ([`LEFT_OUT`]).
     pub(super) robust: bool,
+    /// Whether each kind's count of children per parent is pinned to the narrowest
+    /// distribution with the assignment's mean ([`PINNED_SHARE`]), and whole kinds are
+    /// placed again at once each round ([`Self::place_kind`]): the pinned start.
+    pub(super) pinned: bool,
     /// Kinds of a parent's children, while counting them.
     pub(super) kinds: RefCell<Vec<u32>>,
     /// Calls out still open during a walk.
@@ -263,6 +267,7 @@ impl<'a> Assignment<'a> {
             set_base: Vec::new(),
             whole_sets: false,
             robust: false,
+            pinned: false,
             kinds: RefCell::new(Vec::new()),
             open: RefCell::new(Vec::new()),
             stamp: vec![0; parents],

@@ -713,3 +713,21 @@ fn a_request_left_with_no_call_that_could_well_be_its_own_is_not_sure() {
         .unwrap();
     assert!(calling.sure() > 0.85, "A->B(C) shown {:.3}", calling.sure());
 }
+
+#[test]
+fn pinned_counts_keep_the_mean_on_the_two_counts_beside_it() {
+    // Learned from piles: most parents with none, a few with four.
+    let mut shares = vec![0.7, 0.0, 0.0, 0.0, 0.3, 0.0];
+    let mean = 1.2;
+    super::model::pin(&mut shares, mean);
+    let total: f64 = shares.iter().sum();
+    let kept_mean: f64 = shares.iter().enumerate().map(|(n, s)| n as f64 * s).sum();
+    assert!((total - 1.0).abs() < 1e-12, "{shares:?}");
+    // Nine tenths on one and two (0.8 and 0.2 of it), a tenth as learned.
+    assert!((shares[1] - 0.72).abs() < 1e-12 && (shares[2] - 0.18).abs() < 1e-12);
+    assert!((shares[0] - 0.07).abs() < 1e-12 && (shares[4] - 0.03).abs() < 1e-12);
+    assert!(
+        (kept_mean - (0.9 * mean + 0.1 * 1.2)).abs() < 1e-12,
+        "{kept_mean}"
+    );
+}

@@ -60,7 +60,7 @@ fn the_added_delay_is_found_at_ws2_before_it_calls_ap() {
             .arg(shipped("multitier-added-delay.trace")),
     );
     assert!(
-        text.contains("WS2 -> AP1 (called by client)  +201.7 ms"),
+        text.contains("WS2 -> AP1 (called by client)  +201.6 ms"),
         "{text}"
     );
 }

@@ -123,10 +123,7 @@ fn eval_scores_the_nesting_in_segments_as_nest_makes_it() {
     };
     let (whole, streamed) = (exact("0"), exact("3000"));
     assert!(whole > 80.0, "{whole}");
-    // Each segment learns its own model from a few hundred calls per node, so the
-    // share moves with where the cuts fall: 82.9–84.1% over segments of 2,000 to 6,000
-    // lines against 84.1% whole.
-    assert!((whole - streamed).abs() <= 1.0, "{whole} vs {streamed}");
+    assert!((whole - streamed).abs() <= 0.5, "{whole} vs {streamed}");
 }
 
 #[test]

@@ -152,6 +152,14 @@ const CARRIED_WINDOW_DIVISOR: usize = 4;
 /// to replace it: above the noise between two good ends (docs/tuning.md).
 const REPLACE_MARGIN: f64 = 0.05;
 
+/// ln-likelihood per child by which the pinned start's end must beat the end kept of
+/// the others to replace it: pinned counts are a strong guess, wrong where a node's
+/// counts vary, and there its end still won by up to 0.094 nats per child
+/// (penalty-breaker at ×8, whose parents make zero, two or three calls: 11.2% of
+/// requests exactly right against 40.6%); where the pins are right it won by 0.10 (the
+/// 160-client shop) to 0.86 (the 80-client shop) (docs/tuning.md).
+const PINNED_MARGIN: f64 = 0.1;
+
 // Every "none" of the search's indexes is u32::MAX, named here for what it stands for.
 /// "No link": a child without a parent.
 const NO_LINK: u32 = u32::MAX;
@@ -364,7 +372,7 @@ fn best_start<'a>(
 ) -> (Assignment<'a>, StartKind, Vec<u32>) {
     // The starts are independent: on two cores, a trace whose time goes to one node
     // takes the time of two starts instead of four.
-    let ((robust, plain), (soft, (pinned, soft_answer))) = rayon::join(
+    let ((robust, plain), (soft, (pinned, balanced))) = rayon::join(
         || {
             rayon::join(
                 || {
@@ -388,19 +396,26 @@ fn best_start<'a>(
             )
         },
         || {
-            let soft = soft_start(calls, candidates, open, &initial);
             rayon::join(
                 || {
+                    let soft = soft_start(calls, candidates, open, &initial, false);
                     (soft != initial).then(|| {
                         let mut end =
                             settle(calls, candidates, soft.clone(), Learning::PLAIN, window);
                         end.forget_gains();
-                        end
+                        (end, soft)
                     })
                 },
                 || {
-                    let end = settle(calls, candidates, soft.clone(), Learning::PINNED, window);
-                    (relearned(end), soft.clone())
+                    let balanced = soft_start(calls, candidates, open, &initial, true);
+                    let end = settle(
+                        calls,
+                        candidates,
+                        balanced.clone(),
+                        Learning::PINNED,
+                        window,
+                    );
+                    (relearned(end), balanced)
                 },
             )
         },
@@ -418,20 +433,24 @@ fn best_start<'a>(
         (plain, StartKind::Greedy)
     };
     let (mut state, mut kept, mut start) = (state, kept, initial);
-    if let Some(other) = soft {
+    if let Some((other, soft)) = soft {
         let gain = other.sequence_likelihood() - state.sequence_likelihood();
         if gain > margin {
-            (state, kept, start) = (other, StartKind::Soft, soft_answer.clone());
+            (state, kept, start) = (other, StartKind::Soft, soft);
         }
     }
-    // The pinned end, where clearly likelier under a model learned again without pins
-    // and with whole sets, as the others are compared: so a node whose counts do vary
-    // keeps an end that lets them.
+    // The pinned end, where clearly likelier, both ends scored under models learned
+    // again without pins, with whole sets and with the events actions follow: so a
+    // node whose counts do vary keeps an end that lets them.
+    state.follows = true;
+    let state = relearned(state);
     let gain = pinned.sequence_likelihood() - state.sequence_likelihood();
-    if gain > margin {
-        return (pinned, StartKind::Pinned, soft_answer);
+    if gain > PINNED_MARGIN * f64::from(window.children) {
+        return (pinned, StartKind::Pinned, balanced);
     }
-    (state, kept, start)
+    let mut state = state;
+    state.follows = false;
+    (relearned(state), kept, start)
 }
 
 /// The one start `kind` settled on `window`, as [`best_start`] settles it: the start
@@ -448,7 +467,8 @@ fn one_start<'a>(
     window: Scope,
 ) -> (Assignment<'a>, StartKind, Vec<u32>) {
     let start = match kind {
-        StartKind::Soft | StartKind::Pinned => soft_start(calls, candidates, open, &initial),
+        StartKind::Soft => soft_start(calls, candidates, open, &initial, false),
+        StartKind::Pinned => soft_start(calls, candidates, open, &initial, true),
         StartKind::Greedy | StartKind::Robust => initial,
     };
     let mut end = settle(calls, candidates, start.clone(), kind.learning(), window);

@@ -276,7 +276,7 @@ impl Assignment<'_> {
                 if !factor.timed {
                     return;
                 }
-                if calls.dense {
+                if self.follows && calls.dense {
                     *follows
                         .entry(follows_key(calls.events, &factor))
                         .or_default() += 1.0;

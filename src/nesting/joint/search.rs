@@ -174,6 +174,9 @@ pub(super) struct Assignment<'a> {
     /// distribution with the assignment's mean ([`PINNED_SHARE`]), and whole kinds are
     /// placed again at once each round ([`Self::place_kind`]): the pinned start.
     pub(super) pinned: bool,
+    /// Whether the model learns which event each action follows (`Model::follows`):
+    /// the pinned start's model, and the model its end is compared under.
+    pub(super) follows: bool,
     /// Kinds of a parent's children, while counting them.
     pub(super) kinds: RefCell<Vec<u32>>,
     /// Calls out still open during a walk.
@@ -268,6 +271,7 @@ impl<'a> Assignment<'a> {
             whole_sets: false,
             robust: false,
             pinned: false,
+            follows: false,
             kinds: RefCell::new(Vec::new()),
             open: RefCell::new(Vec::new()),
             stamp: vec![0; parents],

@@ -171,6 +171,7 @@ impl Learning {
     fn apply(self, state: &mut Assignment) {
         state.robust = self.robust;
         state.pinned = self.pinned;
+        state.follows = self.pinned;
     }
 }
 
@@ -264,6 +265,7 @@ pub(super) fn soft_start(
     candidates: &Candidates,
     open: &[usize],
     initial: &[u32],
+    balancing: bool,
 ) -> Vec<u32> {
     let bins = calls.bins.count();
     let children = calls.outgoing.len();
@@ -283,7 +285,7 @@ pub(super) fn soft_start(
     // Where calls into the node were lost, their children have no parent in the trace,
     // and balancing would hand them to other requests' (with every tenth call lost,
     // 79% of those children were left roots against 94% unbalanced).
-    let balanced = calls.orphan_log.iter().all(|l| l.is_infinite());
+    let balanced = balancing && calls.orphan_log.iter().all(|l| l.is_infinite());
     for _ in 0..SOFT_ROUNDS {
         let mut start = vec![0.0; calls.link_keys * bins];
         let mut end = vec![0.0; calls.link_keys * bins];

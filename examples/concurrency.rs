@@ -1,8 +1,9 @@
 //! Issue 43's concurrency study: requests inferred exactly against the number of
 //! clients, on maketrace's shop (`traces/configs/shop.toml`) and the same shop with
 //! bounded worker pools (`shop-pool.toml`: 16 workers at web, 8 at app, FIFO queues),
-//! for the paper's parent choice, the default (joint) and the joint search started from
-//! the true parents (`eval --start-from-truth`: a bound on the search).
+//! for the paper's parent choice, the default (joint), the joint search started from
+//! the true parents (`eval --start-from-truth`: a bound on the search) and the joint
+//! choice with `--saturated` (its pinned start too).
 //!
 //! `cargo run --release --example concurrency` writes `docs/accuracy/concurrency.csv`,
 //! `docs/accuracy/concurrency.svg` and its own section of `docs/accuracy.md`, leaving
@@ -41,7 +42,7 @@ const HEADING: &str = "## Requests exact vs concurrency (issue 43)";
 const BEFORE: &str = "## Real traces with true parents";
 
 /// The parent choices compared, as the plot names them.
-const CHOICES: [&str; 3] = ["paper", "default", "from the truth"];
+const CHOICES: [&str; 4] = ["paper", "default", "from the truth", "--saturated"];
 
 /// One trace's numbers.
 struct Cell {
@@ -56,7 +57,7 @@ struct Cell {
     /// Mean wait for a worker at app, ms (none without pools).
     app_wait_ms: Option<f64>,
     /// Per choice (as [`CHOICES`]): instances exact, calls given their true parent.
-    scores: [(f64, f64); 3],
+    scores: [(f64, f64); 4],
     /// Wall time of the default's nesting, the better of two runs.
     default_time: Duration,
     /// The default's most frequent pattern: its signature, its requests, and whether a
@@ -135,6 +136,14 @@ fn measure(config: &'static str, clients: u32) -> Cell {
     drop(again);
     let default_time = first_time.min(second_time);
     let from_truth = nest_from(&trace, &options, &|_| truth.parent.clone()).expect("nests");
+    let saturated = nest(
+        &trace,
+        &NestOptions {
+            saturated: true,
+            ..NestOptions::default()
+        },
+    )
+    .expect("nests");
     let score = |n: &Nesting| shares(&paths::evaluate(&trace, n, &truth, 1));
     let top = default
         .patterns
@@ -154,7 +163,12 @@ fn measure(config: &'static str, clients: u32) -> Cell {
         instances: generated.instances,
         parallelism: default.stats.mean_parallelism,
         app_wait_ms,
-        scores: [score(&paper), score(&default), score(&from_truth)],
+        scores: [
+            score(&paper),
+            score(&default),
+            score(&from_truth),
+            score(&saturated),
+        ],
         default_time,
         default_top,
     }
@@ -181,10 +195,11 @@ fn main() {
         for clients in CLIENTS {
             let cell = measure(config, clients);
             eprintln!(
-                "{config} at {clients} clients: exact {:.1}% / {:.1}% / {:.1}%, default {:.1} µs/message ({:.0?})",
+                "{config} at {clients} clients: exact {:.1}% / {:.1}% / {:.1}% / {:.1}%, default {:.1} µs/message ({:.0?})",
                 100.0 * cell.exact(0),
                 100.0 * cell.exact(1),
                 100.0 * cell.exact(2),
+                100.0 * cell.exact(3),
                 cell.us_per_message(),
                 started.elapsed()
             );
@@ -224,7 +239,8 @@ fn main() {
 fn write_csv(dir: &std::path::Path, cells: &[Cell]) {
     let mut text = String::from(
         "config,clients,clients_made,messages,instances,mean_parallelism,app_mean_wait_ms,\
-         paper_exact,paper_calls,default_exact,default_calls,truth_exact,truth_calls,default_us_per_message\n",
+         paper_exact,paper_calls,default_exact,default_calls,truth_exact,truth_calls,\
+         saturated_exact,saturated_calls,default_us_per_message\n",
     );
     for c in cells {
         let wait = c
@@ -266,6 +282,15 @@ fn findings(cells: &[Cell]) -> String {
             pct(last.exact(0)),
             pct(first.exact(2)),
             pct(last.exact(2)),
+        );
+        let saturated: Vec<String> = rows
+            .iter()
+            .map(|c| format!("{} at {}", pct(c.exact(3)), c.clients))
+            .collect();
+        let _ = write!(
+            text,
+            "With `--saturated` it keeps {} clients. ",
+            saturated.join(", ")
         );
         let below_bound = rows.iter().find(|c| c.exact(1) < 0.95 * c.exact(2));
         let below_paper = rows.iter().find(|c| c.exact(1) < c.exact(0));
@@ -373,14 +398,15 @@ fn section(cells: &[Cell], elapsed: Duration) -> String {
          web, 8 at app), {MESSAGES} messages each, seed {SEED}, `--parallel-factor` = clients / 40 (each \
          tracelet's clients rounded: the clients made are in parentheses where they differ). Each cell \
          is requests (path instances) inferred exactly / calls given their true parent, for the paper's \
-         choice (`--algorithm paper`), the default, and the default's search started from the true \
-         parents (`eval --start-from-truth`, a bound on the search, not a result). p is the default's \
+         choice (`--algorithm paper`), the default, the default's search started from the true \
+         parents (`eval --start-from-truth`, a bound on the search, not a result), and the joint \
+         choice with `--saturated` (which also tries the pinned start). p is the default's \
          mean per-node parallelism, the app wait the mean time a call waited for one of app's workers, \
          and the last column the wall time of the default's nesting per message (the better of \
          two runs, on a machine shared with other work: only roughly comparable across rows).\n\n\
          ![concurrency](accuracy/concurrency.svg)\n\n\
-         | trace | clients | p | app wait | paper | default | from the truth | default / truth | default: µs/message |\n\
-         |---|---|---|---|---|---|---|---|---|",
+         | trace | clients | p | app wait | paper | default | from the truth | `--saturated` | default / truth | default: µs/message |\n\
+         |---|---|---|---|---|---|---|---|---|---|",
         elapsed.as_secs_f64()
     );
     for c in cells {

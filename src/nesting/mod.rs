@@ -79,6 +79,11 @@ pub struct NestOptions {
     /// `X-Request-ID`, ...): where a node passes them on, a child's parent is the call
     /// carrying its id ([`propagated`]).
     pub ids: bool,
+    /// Let the joint choice also try the pinned start where a node's children have
+    /// several candidates each ([`joint::StartKind::Pinned`]): for captures taken under
+    /// load, where services make about as many calls of each kind per request as they
+    /// do at rest and hard EM piles them onto a few requests.
+    pub saturated: bool,
 }
 
 impl Default for NestOptions {
@@ -98,6 +103,7 @@ impl Default for NestOptions {
             by_operation: false,
             connections: true,
             ids: true,
+            saturated: false,
         }
     }
 }
@@ -648,6 +654,7 @@ fn nest_node(
                     reweighing: options.reweighing,
                     learn_window: options.learn_window,
                     start: carried.get(node.0 as usize).copied().flatten(),
+                    saturated: options.saturated,
                 },
                 match start {
                     None => joint::Start::Greedy(choice),

@@ -224,8 +224,8 @@ pub(super) struct Model {
     /// Per (caller A, kind C), ln P of each [`ParentWait`]; empty unless children may be
     /// asynchronous.
     pub(super) awaited_log: Vec<f64>,
-    /// On a dense node, per [`follows_key`], ln P(the event an action follows |
-    /// caller, previous action, action); NaN where not learned.
+    /// In the pinned start's model on a dense node, per [`follows_key`], ln P(the event
+    /// an action follows | caller, previous action, action); NaN where not learned.
     pub(super) follows: ValuesByKey<f64>,
 }
 

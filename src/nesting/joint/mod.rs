@@ -141,7 +141,7 @@ pub use starts::async_start;
 /// Mean candidates per child from which the robust and soft starts are tried too:
 /// below it the greedy start's end was always kept, at twice the time (docs/tuning.md).
 const SOFT_FROM_PARALLELISM: f64 = 3.0;
-/// Calls out of one node on which the four starts are settled and compared, when it
+/// Calls out of one node on which the starts are settled and compared, when it
 /// has more: the end kept is then carried over the rest by the same rounds of hard EM
 /// (`starts::extend`), so that only one start's rounds cost the whole trace.
 /// Above every node of the dev traces and of the accuracy studies but top-N's
@@ -374,8 +374,9 @@ pub fn choose_jointly(
     }
 }
 
-/// The four starts settled on `window` side by side, and the end kept with its kind
-/// and its start: the greedy answer's end, or another's where clearly likelier.
+/// The three starts (four where `saturated`) settled on `window` side by side, and the
+/// end kept with its kind and its start: the greedy answer's end, or another's where
+/// clearly likelier.
 /// `open` counts, per child, its candidates that enclose it; `initial` is the greedy
 /// answer.
 fn best_start<'a>(

@@ -47,9 +47,7 @@ impl Assignment<'_> {
             }
             self.reassign(k, NO_LINK);
         }
-        touched.sort_unstable();
-        touched.dedup();
-        self.rescore(&touched);
+        self.rescore_each(&mut touched);
         let parents = calls.incoming.len();
         let mut rows = Rows::new();
         for (i, &k) in children.iter().enumerate() {
@@ -97,9 +95,14 @@ impl Assignment<'_> {
             }
             self.reassign(k, link);
         }
-        touched.sort_unstable();
-        touched.dedup();
-        self.rescore(&touched);
+        self.rescore_each(&mut touched);
         moved
+    }
+
+    /// Rescores each parent in `parents` once (they may repeat).
+    fn rescore_each(&mut self, parents: &mut Vec<u32>) {
+        parents.sort_unstable();
+        parents.dedup();
+        self.rescore(parents);
     }
 }

@@ -3,7 +3,7 @@
 //! bounded worker pools (`shop-pool.toml`: 16 workers at web, 8 at app, FIFO queues),
 //! for the paper's parent choice, the default (joint), the joint search started from
 //! the true parents (`eval --start-from-truth`: a bound on the search) and the joint
-//! choice with `--saturated` (its pinned start too).
+//! choice without its pinned start (`--no-pinned-start`: the default before it).
 //!
 //! `cargo run --release --example concurrency` writes `docs/accuracy/concurrency.csv`,
 //! `docs/accuracy/concurrency.svg` and its own section of `docs/accuracy.md`, leaving
@@ -42,7 +42,7 @@ const HEADING: &str = "## Requests exact vs concurrency (issue 43)";
 const BEFORE: &str = "## Real traces with true parents";
 
 /// The parent choices compared, as the plot names them.
-const CHOICES: [&str; 4] = ["paper", "default", "from the truth", "--saturated"];
+const CHOICES: [&str; 4] = ["paper", "default", "from the truth", "no pinned start"];
 
 /// One trace's numbers.
 struct Cell {
@@ -136,10 +136,10 @@ fn measure(config: &'static str, clients: u32) -> Cell {
     drop(again);
     let default_time = first_time.min(second_time);
     let from_truth = nest_from(&trace, &options, &|_| truth.parent.clone()).expect("nests");
-    let saturated = nest(
+    let unpinned = nest(
         &trace,
         &NestOptions {
-            saturated: true,
+            pinned_start: false,
             ..NestOptions::default()
         },
     )
@@ -167,7 +167,7 @@ fn measure(config: &'static str, clients: u32) -> Cell {
             score(&paper),
             score(&default),
             score(&from_truth),
-            score(&saturated),
+            score(&unpinned),
         ],
         default_time,
         default_top,
@@ -240,7 +240,7 @@ fn write_csv(dir: &std::path::Path, cells: &[Cell]) {
     let mut text = String::from(
         "config,clients,clients_made,messages,instances,mean_parallelism,app_mean_wait_ms,\
          paper_exact,paper_calls,default_exact,default_calls,truth_exact,truth_calls,\
-         saturated_exact,saturated_calls,default_us_per_message\n",
+         unpinned_exact,unpinned_calls,default_us_per_message\n",
     );
     for c in cells {
         let wait = c
@@ -283,14 +283,14 @@ fn findings(cells: &[Cell]) -> String {
             pct(first.exact(2)),
             pct(last.exact(2)),
         );
-        let saturated: Vec<String> = rows
+        let unpinned: Vec<String> = rows
             .iter()
             .map(|c| format!("{} at {}", pct(c.exact(3)), c.clients))
             .collect();
         let _ = write!(
             text,
-            "With `--saturated` it keeps {} clients. ",
-            saturated.join(", ")
+            "Without the pinned start (`--no-pinned-start`) it keeps {} clients. ",
+            unpinned.join(", ")
         );
         let below_bound = rows.iter().find(|c| c.exact(1) < 0.95 * c.exact(2));
         let below_paper = rows.iter().find(|c| c.exact(1) < c.exact(0));
@@ -399,13 +399,13 @@ fn section(cells: &[Cell], elapsed: Duration) -> String {
          tracelet's clients rounded: the clients made are in parentheses where they differ). Each cell \
          is requests (path instances) inferred exactly / calls given their true parent, for the paper's \
          choice (`--algorithm paper`), the default, the default's search started from the true \
-         parents (`eval --start-from-truth`, a bound on the search, not a result), and the joint \
-         choice with `--saturated` (which also tries the pinned start). p is the default's \
+         parents (`eval --start-from-truth`, a bound on the search, not a result), and the default \
+         without its pinned start (`--no-pinned-start`: the default before it tried that start). p is the default's \
          mean per-node parallelism, the app wait the mean time a call waited for one of app's workers, \
          and the last column the wall time of the default's nesting per message (the better of \
          two runs, on a machine shared with other work: only roughly comparable across rows).\n\n\
          ![concurrency](accuracy/concurrency.svg)\n\n\
-         | trace | clients | p | app wait | paper | default | from the truth | `--saturated` | default / truth | default: µs/message |\n\
+         | trace | clients | p | app wait | paper | default | from the truth | no pinned start | default / truth | default: µs/message |\n\
          |---|---|---|---|---|---|---|---|---|---|",
         elapsed.as_secs_f64()
     );

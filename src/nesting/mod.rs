@@ -80,10 +80,10 @@ pub struct NestOptions {
     /// carrying its id ([`propagated`]).
     pub ids: bool,
     /// Let the joint choice also try the pinned start where a node's children have
-    /// several candidates each ([`joint::StartKind::Pinned`]): for captures taken under
-    /// load, where services make about as many calls of each kind per request as they
-    /// do at rest and hard EM piles them onto a few requests.
-    pub saturated: bool,
+    /// several candidates each and the other starts' answer makes counts of children
+    /// vary more than their means need ([`joint::StartKind::Pinned`]): the answer to
+    /// saturation, where hard EM piles calls onto a few requests. On by default.
+    pub pinned_start: bool,
 }
 
 impl Default for NestOptions {
@@ -103,7 +103,7 @@ impl Default for NestOptions {
             by_operation: false,
             connections: true,
             ids: true,
-            saturated: false,
+            pinned_start: true,
         }
     }
 }
@@ -654,7 +654,7 @@ fn nest_node(
                     reweighing: options.reweighing,
                     learn_window: options.learn_window,
                     start: carried.get(node.0 as usize).copied().flatten(),
-                    saturated: options.saturated,
+                    pinned_start: options.pinned_start,
                 },
                 match start {
                     None => joint::Start::Greedy(choice),

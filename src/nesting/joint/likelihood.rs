@@ -110,6 +110,39 @@ impl Assignment<'_> {
         parents + orphans
     }
 
+    /// ln-likelihood of every parent's set of children alone, the part of
+    /// [`Self::sequence_likelihood`] that says how many calls of each kind parents make.
+    pub(super) fn count_likelihood(&self) -> f64 {
+        (0..self.scope.learned)
+            .map(|p| self.count_score(p, self.children.of(p)))
+            .sum()
+    }
+
+    /// At most how much likelier, in nats, the counts of children of the parents in
+    /// scope could be than they are here, were every (caller, kind)'s count as narrow
+    /// as its mean allows (the two whole numbers beside it, as the pinned start pins
+    /// them): the sum of [`narrowing_gain`] over (caller, kind). Where this is small, no
+    /// end can be clearly likelier in its counts, and the pinned start is not worth
+    /// settling.
+    pub(super) fn count_narrowing_bound(&self) -> f64 {
+        let calls = self.calls;
+        let kinds = calls.events.kinds as usize;
+        let width = MAX_CHILDREN + 1;
+        let mut histogram = vec![0.0f64; calls.callers * kinds * width];
+        let mut made = vec![0usize; kinds];
+        for p in 0..self.scope.learned {
+            let a = calls.caller[p as usize] as usize;
+            made.fill(0);
+            for c in self.children.of(p) {
+                made[calls.kind[c as usize] as usize] += 1;
+            }
+            for (c, &n) in made.iter().enumerate() {
+                histogram[(a * kinds + c) * width + n.min(MAX_CHILDREN)] += 1.0;
+            }
+        }
+        histogram.chunks(width).map(narrowing_gain).sum()
+    }
+
     /// The children in scope that could join or leave a parent whose set of children
     /// is made less often than the kinds counted independently would have it, each
     /// once, in order.
@@ -299,4 +332,28 @@ impl Assignment<'_> {
             ln
         }
     }
+}
+
+/// How much likelier, in nats, the parents counted in `histogram` (parents by how many
+/// children of one kind they made) would be under the narrowest distribution their mean
+/// allows than under their own: the narrowest puts all on the two whole numbers beside
+/// the mean, and scores each parent as if it were one of them, so this is the gain of
+/// an assignment that kept the mean and made every count one of those two. 0 where the
+/// counts are on those two already.
+pub(super) fn narrowing_gain(histogram: &[f64]) -> f64 {
+    let parents: f64 = histogram.iter().sum();
+    if parents == 0.0 {
+        return 0.0;
+    }
+    let entropy_term = |share: f64| if share > 0.0 { share * share.ln() } else { 0.0 };
+    let own: f64 = histogram.iter().map(|&n| entropy_term(n / parents)).sum();
+    let mean = histogram
+        .iter()
+        .enumerate()
+        .map(|(n, &c)| n as f64 * c)
+        .sum::<f64>()
+        / parents;
+    let above = mean.fract();
+    let narrowest = entropy_term(above) + entropy_term(1.0 - above);
+    parents * (narrowest - own).max(0.0)
 }

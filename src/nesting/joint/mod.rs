@@ -48,8 +48,9 @@
 //! starts and keeps the likeliest end: the paper's greedy answer; the same answer with
 //! hard EM made robust, each delay density learned again from the three quarters of
 //! its delays that fit it best; and one from soft EM over the per-link densities, which
-//! weighs every candidate and does not commit early. With `--saturated`
-//! ([`super::NestOptions::saturated`]) a fourth joins them, the pinned start: soft EM's
+//! weighs every candidate and does not commit early. Where the end kept of those makes
+//! counts of children vary more than their means need, a fourth follows
+//! ([`super::NestOptions::pinned_start`]), the pinned start: soft EM's
 //! answer with each parent's shares of each kind of child balanced towards the mean
 //! of its caller's parents (Sinkhorn's scaling), so that no parent draws the children
 //! of its neighbours, settled by robust hard EM with each kind's count of children
@@ -59,12 +60,21 @@
 //! for that kind (`by_kind`, `assign`). At saturation hard EM learns counts from its
 //! own piles and keeps them (the 80-client shop: 0.0% of requests exactly right, 64.6%
 //! from the truth); pinned, it cannot pile up or starve parents, and moves of whole
-//! kinds reach what moves of one or two children cannot (53.6%). Its end replaces the
-//! others' only where clearly likelier ([`PINNED_MARGIN`]), both under models learned
-//! again without pins. That is not enough to make it a default: where a node's counts
-//! vary widely (penalty-breaker's parents make zero, two or three calls), its narrow
-//! counts and consistent events still won on some seeds (at ×4, seed 11, 23.3% of
-//! requests exact against 41.9%, half of them in false patterns). At high parallelism most
+//! kinds reach what moves of one or two children cannot (53.0% at a million messages).
+//! It is tried only where it could win: where the kept end's counts, scored under the
+//! narrowest distributions their means allow, would be likelier by more than
+//! [`REPLACE_MARGIN`] per child (`Assignment::count_narrowing_bound`: roughly the most
+//! a pinned end's counts can gain); at light load the kept end's counts are as narrow
+//! as the truth's and it costs nothing. Its end replaces the kept one only where
+//! likelier by [`PINNED_MARGIN`] per child as a whole and by [`REPLACE_MARGIN`] in its
+//! counts alone, both under models learned again without pins: where a node's counts
+//! do vary widely
+//! (penalty-breaker's parents make zero, two or three calls), the pinned end still won
+//! as a whole on some seeds, by fitting its delays and events to its own assignment
+//! (at ×4, seed 11, 23.3% of requests exact against 41.9%; at ×8, seeds 12 and 13, 58%
+//! of instances in false patterns against 5%), but never in its counts, which pins
+//! that do not fit make less likely (−0.12 to +0.015 nats per child, against +0.31 to
+//! +0.38 on the saturated shops). At high parallelism most
 //! of the greedy answer's links are wrong, and hard EM, learning from them, keeps
 //! densities broad enough to hold them (multi-tier at ×4: the parents given two AUTH
 //! calls, where each makes one or none, grew from 405 to 558 over the rounds);
@@ -160,11 +170,12 @@ const CARRIED_WINDOW_DIVISOR: usize = 4;
 const REPLACE_MARGIN: f64 = 0.05;
 
 /// ln-likelihood per child by which the pinned start's end must beat the end kept of
-/// the others to replace it: pinned counts are a strong guess, wrong where a node's
-/// counts vary, and there its end still won by up to 0.094 nats per child
-/// (penalty-breaker at ×8, whose parents make zero, two or three calls: 11.2% of
-/// requests exactly right against 40.6%); where the pins are right it won by 0.10 (the
-/// 160-client shop) to 0.86 (the 80-client shop) (docs/tuning.md).
+/// the others to replace it (and by [`REPLACE_MARGIN`] in its counts of children alone):
+/// pinned counts are a strong guess, wrong where a node's counts vary, and there its
+/// end still won as a whole by up to 0.127 nats per child (penalty-breaker at ×4, whose
+/// parents make zero, two or three calls), though in its counts by at most 0.030; where
+/// the pins are right it won by 0.10 (the 160-client shop) to 0.86 (the 80-client
+/// shop), in its counts by 0.31 to 0.38 (docs/tuning.md).
 const PINNED_MARGIN: f64 = 0.1;
 
 // Every "none" of the search's indexes is u32::MAX, named here for what it stands for.
@@ -336,7 +347,7 @@ pub fn choose_jointly(
             (&calls, candidates),
             (&open, initial),
             window,
-            scale.saturated,
+            scale.pinned_start,
         ),
     };
     let learning = kept.learning();
@@ -374,20 +385,20 @@ pub fn choose_jointly(
     }
 }
 
-/// The three starts (four where `saturated`) settled on `window` side by side, and the
-/// end kept with its kind and its start: the greedy answer's end, or another's where
-/// clearly likelier.
+/// The three starts settled on `window` side by side, then the pinned start where it
+/// could win and `pinned_start` lets it, and the end kept with its kind and its start:
+/// the greedy answer's end, or another's where clearly likelier.
 /// `open` counts, per child, its candidates that enclose it; `initial` is the greedy
 /// answer.
 fn best_start<'a>(
     (calls, candidates): (&'a NodeCalls<'a>, &'a Candidates),
     (open, initial): (&[usize], Vec<u32>),
     window: Scope,
-    saturated: bool,
+    pinned_start: bool,
 ) -> (Assignment<'a>, StartKind, Vec<u32>) {
     // The starts are independent: on two cores, a trace whose time goes to one node
-    // takes the time of two starts instead of three or four.
-    let ((robust, plain), (soft, pinned)) = rayon::join(
+    // takes the time of two starts instead of three.
+    let ((robust, plain), soft) = rayon::join(
         || {
             rayon::join(
                 || {
@@ -411,30 +422,12 @@ fn best_start<'a>(
             )
         },
         || {
-            rayon::join(
-                || {
-                    let soft = soft_start(calls, candidates, open, &initial, false);
-                    (soft != initial).then(|| {
-                        let mut end =
-                            settle(calls, candidates, soft.clone(), Learning::PLAIN, window);
-                        end.forget_gains();
-                        (end, soft)
-                    })
-                },
-                || {
-                    saturated.then(|| {
-                        let balanced = soft_start(calls, candidates, open, &initial, true);
-                        let end = settle(
-                            calls,
-                            candidates,
-                            balanced.clone(),
-                            Learning::PINNED,
-                            window,
-                        );
-                        (relearned(end), balanced)
-                    })
-                },
-            )
+            let soft = soft_start(calls, candidates, open, &initial, false);
+            (soft != initial).then(|| {
+                let mut end = settle(calls, candidates, soft.clone(), Learning::PLAIN, window);
+                end.forget_gains();
+                (end, soft)
+            })
         },
     );
     // The greedy answer's end, or the robust start's from it if clearly likelier, both
@@ -456,16 +449,30 @@ fn best_start<'a>(
             (state, kept, start) = (other, StartKind::Soft, soft);
         }
     }
-    // The pinned end, where clearly likelier, both ends scored under models learned
-    // again without pins, with whole sets and with the events actions follow: so a
-    // node whose counts do vary keeps an end that lets them.
-    let Some((pinned, balanced)) = pinned else {
+    // The pinned end, where clearly likelier as a whole and in its counts, both ends
+    // scored under models learned again without pins, with whole sets and with the
+    // events actions follow: so a node whose counts do vary keeps an end that lets
+    // them. Settled after the others, not beside them: only their end says whether it
+    // could win, and at light load it cannot (the 10- and 40-client shops at a
+    // million messages: no node tries it).
+    let [pinning, narrowing] =
+        [PINNED_MARGIN, REPLACE_MARGIN].map(|m| m * f64::from(window.children));
+    if !pinned_start || state.count_narrowing_bound() <= narrowing {
         return (state, kept, start);
-    };
+    }
+    let balanced = soft_start(calls, candidates, open, &start, true);
+    let pinned = relearned(settle(
+        calls,
+        candidates,
+        balanced.clone(),
+        Learning::PINNED,
+        window,
+    ));
     state.follows = true;
     let state = relearned(state);
     let gain = pinned.sequence_likelihood() - state.sequence_likelihood();
-    if gain > PINNED_MARGIN * f64::from(window.children) {
+    let counts_gain = pinned.count_likelihood() - state.count_likelihood();
+    if gain > pinning && counts_gain > narrowing {
         return (pinned, StartKind::Pinned, balanced);
     }
     let mut state = state;
@@ -664,8 +671,8 @@ pub struct NodeSettings {
     /// of comparing the three, on a quarter of the window: the one a previous segment
     /// of the same trace kept.
     pub start: Option<StartKind>,
-    /// Whether the pinned start is tried too ([`super::NestOptions::saturated`]).
-    pub saturated: bool,
+    /// Whether the pinned start may be tried ([`super::NestOptions::pinned_start`]).
+    pub pinned_start: bool,
 }
 
 /// How the search weighs a child it looks at again.

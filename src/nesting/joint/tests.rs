@@ -569,12 +569,51 @@ fn children_of_one_kind_have_one_order() {
 
 /// The joint choice on `trace` with the starts settled on the first `window` calls out
 /// of each node.
+/// `trace` nested with the starts settled on `window` children, without the pinned
+/// start: on these dense traces it settles on the same answer with a window and
+/// without, which would hide whether the window was used at all
+/// ([`the_pinned_start_settles_a_window_as_well_as_everything`] checks it).
 fn joint_with_window(trace: &Trace, window: usize) -> Nesting {
     let options = NestOptions {
         learn_window: window,
+        pinned_start: false,
         ..NestOptions::default()
     };
     nest(trace, &options).unwrap()
+}
+
+#[test]
+fn the_pinned_start_settles_a_window_as_well_as_everything() {
+    // Every request makes one call to C and one to D: hard EM's ends pile them up
+    // (62% of calls right), the pinned start's do not, settled on all 3,000 children
+    // or on a window of 500 and carried over the rest.
+    let trace = trace_from_str(&dense_two_steps(1500));
+    let right_with = |window: usize, pinned_start: bool| {
+        let options = NestOptions {
+            learn_window: window,
+            pinned_start,
+            ..NestOptions::default()
+        };
+        right(&trace, &nest(&trace, &options).unwrap())
+    };
+    let without = right_with(usize::MAX, false);
+    let (whole, windowed) = (right_with(usize::MAX, true), right_with(500, true));
+    assert!(
+        whole > without + 0.1 && windowed >= whole - 0.01,
+        "without the pinned start {without}, whole {whole}, windowed {windowed}"
+    );
+    // Handed on to a later segment, which settles the pinned start alone.
+    let options = NestOptions {
+        learn_window: 500,
+        ..NestOptions::default()
+    };
+    let everything = (crate::trace::Nanos::MIN, crate::trace::Nanos::MAX);
+    let segment = |learned| crate::nesting::nest_core(&trace, &options, everything, learned);
+    let (_, learned) = segment(Default::default()).unwrap();
+    assert_eq!(learned.start_of("B"), Some(super::StartKind::Pinned));
+    let (carried, _) = segment(learned).unwrap();
+    let carried = right(&trace, &carried);
+    assert!(carried >= whole - 0.01, "carried {carried}, whole {whole}");
 }
 
 #[test]
@@ -618,7 +657,7 @@ fn window_chooses_as_well_as_settling_everything(trace: &Trace, window: usize) {
 }
 
 /// `trace` nested as one segment of itself, starting from `learned`, with the starts
-/// settled on `window` children.
+/// settled on `window` children (without the pinned start, as [`joint_with_window`]).
 fn as_a_segment(
     trace: &Trace,
     window: usize,
@@ -626,6 +665,7 @@ fn as_a_segment(
 ) -> (Nesting, crate::nesting::Learned) {
     let options = NestOptions {
         learn_window: window,
+        pinned_start: false,
         ..NestOptions::default()
     };
     let everything = (crate::trace::Nanos::MIN, crate::trace::Nanos::MAX);
@@ -730,4 +770,29 @@ fn pinned_counts_keep_the_mean_on_the_two_counts_beside_it() {
         (kept_mean - (0.9 * mean + 0.1 * 1.2)).abs() < 1e-12,
         "{kept_mean}"
     );
+}
+
+#[test]
+fn counts_on_the_two_whole_numbers_beside_their_mean_cannot_be_narrowed() {
+    use super::likelihood::narrowing_gain;
+    // The shop's app: seven in eight requests make one cache call, one in eight two.
+    assert_eq!(narrowing_gain(&[0.0, 70.0, 10.0, 0.0]), 0.0);
+    assert_eq!(narrowing_gain(&[0.0, 0.0, 0.0]), 0.0);
+    // Penalty-breaker: none, two or three, a third each (mean 5/3). Scored as their own
+    // distribution, ln 3 per parent; as the narrowest (a third on one, two thirds on
+    // two), the two-point entropy of 2/3.
+    let third = 1.0f64 / 3.0;
+    let narrowest = -(third * third.ln() + (1.0 - third) * (1.0 - third).ln());
+    let gain = narrowing_gain(&[30.0, 0.0, 30.0, 30.0]);
+    assert!(
+        (gain - 90.0 * (3.0f64.ln() - narrowest)).abs() < 1e-9,
+        "{gain}"
+    );
+    // Piles, as hard EM leaves them at saturation: half the parents with none, the rest
+    // with one to five (mean 1.3).
+    let piled = narrowing_gain(&[50.0, 20.0, 10.0, 0.0, 10.0, 10.0]);
+    assert!(piled > 70.0, "{piled}");
+    // Two piles in the proportions of the narrowest have its spread of shares: scored
+    // each under its own distribution, neither is likelier, so the bound is nothing.
+    assert!(narrowing_gain(&[75.0, 0.0, 0.0, 0.0, 0.0, 25.0]).abs() < 1e-9);
 }

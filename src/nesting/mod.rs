@@ -82,7 +82,9 @@ pub struct NestOptions {
     /// Let the joint choice also try the pinned start where a node's children have
     /// several candidates each and the other starts' answer makes counts of children
     /// vary more than their means need ([`joint::StartKind::Pinned`]): the answer to
-    /// saturation, where hard EM piles calls onto a few requests. On by default.
+    /// saturation, where hard EM piles calls onto a few requests; and where its end is
+    /// not kept, the start ordered by returns ([`joint::StartKind::Returns`]). On by
+    /// default.
     pub pinned_start: bool,
 }
 

@@ -251,6 +251,40 @@ fn rounds(state: &mut Assignment) {
     }
 }
 
+/// Each child, in the order children returned, given to the candidate that answered
+/// first after the child returned among those not yet given a child of its kind;
+/// `fallback`'s parent where none is left. A service that answers as soon as its last
+/// call returns (a proxy forwarding each request as one call) is matched exactly, as
+/// far as its answers keep the order of its calls' returns, however long requests
+/// waited in its queue before they called out.
+pub(super) fn returns_start(
+    calls: &NodeCalls,
+    candidates: &Candidates,
+    fallback: &[u32],
+) -> Vec<u32> {
+    let kinds = calls.events.kinds as usize;
+    let mut given = vec![false; calls.incoming.len() * kinds];
+    let mut by_return: Vec<u32> = (0..calls.outgoing.len() as u32).collect();
+    by_return.sort_by_key(|&k| (calls.child_times(k)[1], k));
+    let mut parents = fallback.to_vec();
+    for k in by_return {
+        let c = calls.kind[k as usize] as usize;
+        let returned = calls.child_times(k)[1];
+        let first = candidates
+            .of(k as usize)
+            .iter()
+            .copied()
+            .filter(|&p| !given[p as usize * kinds + c])
+            .filter(|&p| calls.parent_times(p)[1] >= returned)
+            .min_by_key(|&p| (calls.parent_times(p)[1], p));
+        if let Some(p) = first {
+            given[p as usize * kinds + c] = true;
+            parents[k as usize] = p;
+        }
+    }
+    parents
+}
+
 /// A first answer by soft EM over the per-link densities alone (the paper's scoreboard
 /// and its mirror on the return side): every candidate starts with an equal share of
 /// its child, and each round re-learns the densities from the shares and re-shares

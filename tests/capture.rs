@@ -798,14 +798,19 @@ fn exactly_right_on_connections(connections: maketrace::capture::Connections) ->
                 .args(extra)
                 .args(&written.files),
         );
-        let line = scores
-            .lines()
-            .find(|l| l.starts_with("instances inferred exactly"))
-            .unwrap();
-        let percent = line.split('(').nth(1).unwrap().split('%').next().unwrap();
-        percent.parse().unwrap()
+        exactly_percent(&scores)
     };
     (share(&[]), share(&["--ignore-connections"]))
+}
+
+/// The percent of requests `eval`'s scores say were inferred exactly.
+fn exactly_percent(scores: &str) -> f64 {
+    let line = scores
+        .lines()
+        .find(|l| l.starts_with("instances inferred exactly"))
+        .unwrap();
+    let percent = line.split('(').nth(1).unwrap().split('%').next().unwrap();
+    percent.parse().unwrap()
 }
 
 /// maketrace's worker pool: each host's worker serves one connection in and owns its
@@ -842,12 +847,7 @@ fn a_proxy_whose_queue_hides_every_delay_is_read_by_the_order_of_its_answers() {
                 .args(extra)
                 .arg(dir.join("proxy.pcap.gz")),
         );
-        let line = scores
-            .lines()
-            .find(|l| l.starts_with("instances inferred exactly"))
-            .unwrap();
-        let percent = line.split('(').nth(1).unwrap().split('%').next().unwrap();
-        percent.parse().unwrap()
+        exactly_percent(&scores)
     };
     let (default, without) = (share(&[]), share(&["--no-pinned-start"]));
     assert!(

@@ -104,6 +104,18 @@ fn the_search_started_from_the_truth_keeps_more_of_it_but_still_searches() {
     assert!(right(&from_truth) < truth.parent.len());
 }
 
+/// Share of `trace`'s requests inferred exactly, with or without the pinned start.
+fn exact(trace: &Trace, pinned_start: bool) -> f64 {
+    let options = NestOptions {
+        pinned_start,
+        ..NestOptions::default()
+    };
+    let inferred = nest(trace, &options).unwrap();
+    let truth = paths::ground_truth(trace, &options).unwrap();
+    let scores = paths::evaluate(trace, &inferred, &truth, 1);
+    scores.instances_exact as f64 / scores.instances.truth.max(1) as f64
+}
+
 /// The shop at 80 clients (×2): app serves about 17 requests at once, each making one
 /// or two cache calls and at most one db call. Hard EM learned its counts from its own
 /// answers and settled on piles: most requests given an app that called nothing, a few
@@ -114,17 +126,7 @@ fn the_search_started_from_the_truth_keeps_more_of_it_but_still_searches() {
 #[test]
 fn a_saturated_service_does_not_pile_calls_onto_a_few_requests() {
     let trace = generated("shop", 2.0, 20_000, 3);
-    let exact = |pinned_start| {
-        let options = NestOptions {
-            pinned_start,
-            ..NestOptions::default()
-        };
-        let inferred = nest(&trace, &options).unwrap();
-        let truth = paths::ground_truth(&trace, &options).unwrap();
-        let scores = paths::evaluate(&trace, &inferred, &truth, 1);
-        scores.instances_exact as f64 / scores.instances.truth.max(1) as f64
-    };
-    let (without, default) = (exact(false), exact(true));
+    let (without, default) = (exact(&trace, false), exact(&trace, true));
     eprintln!(
         "shop ×2, seed 3: exactly right {default:.3} by default, {without:.3} without the pinned start"
     );
@@ -141,17 +143,7 @@ fn a_saturated_service_does_not_pile_calls_onto_a_few_requests() {
 #[test]
 fn a_service_whose_counts_vary_keeps_them_under_load() {
     let trace = generated("penalty-breaker", 8.0, 16_000, 12);
-    let exact = |pinned_start| {
-        let options = NestOptions {
-            pinned_start,
-            ..NestOptions::default()
-        };
-        let inferred = nest(&trace, &options).unwrap();
-        let truth = paths::ground_truth(&trace, &options).unwrap();
-        let scores = paths::evaluate(&trace, &inferred, &truth, 1);
-        scores.instances_exact as f64 / scores.instances.truth.max(1) as f64
-    };
-    let (without, default) = (exact(false), exact(true));
+    let (without, default) = (exact(&trace, false), exact(&trace, true));
     assert!(
         default >= 0.35 && default >= without - 0.01,
         "default {default:.3}, without the pinned start {without:.3}"

@@ -83,8 +83,10 @@ pub struct NestOptions {
     /// several candidates each and the other starts' answer makes counts of children
     /// vary more than their means need ([`joint::StartKind::Pinned`]): the answer to
     /// saturation, where hard EM piles calls onto a few requests; and where its end is
-    /// not kept, the start ordered by returns ([`joint::StartKind::Returns`]). On by
-    /// default.
+    /// not kept, the start ordered by returns ([`joint::StartKind::Returns`]); and where
+    /// a kind of call is made once per request, the start ordered by arrivals
+    /// ([`joint::StartKind::Arrivals`]), for queues that serve first in, first out. On
+    /// by default.
     pub pinned_start: bool,
 }
 

@@ -104,6 +104,66 @@ pub(super) struct NodeCalls<'a> {
     /// Per link (in the candidates' order), the bins of its start delay and return
     /// gap: the same for every start and every round, so kept once.
     pub(super) link_bins: Vec<[u16; 2]>,
+    /// On a dense node, per parent its place among the node's calls in by arrival, and
+    /// per child its place among the calls out of its kind by leaving, scaled by how
+    /// many calls in there are per call out of that kind: where a queue serves requests
+    /// in the order they came, a parent's place and its child's stay close however long
+    /// the queue's wait ([`Self::rank_bin`]). Empty elsewhere.
+    parent_rank: Vec<u32>,
+    child_rank: Vec<u32>,
+    /// Per kind of child, on a dense node, whether there are about as many calls out of
+    /// it as calls in ([`BALANCED`]): one per request, as a proxy or a queue's first
+    /// call makes, whose places keep step with the arrivals'. Elsewhere a child's
+    /// place drifts from its parent's with the mix of requests that make the call.
+    pub(super) ranked_kind: Vec<bool>,
+}
+
+/// How far, as a share of calls in, the calls out of a kind may be from as many for
+/// their places to be weighed against the arrivals' ([`NodeCalls::ranked_kind`]).
+const BALANCED: f64 = 0.02;
+
+/// Bins of the offset between a parent's place among arrivals and its child's among
+/// calls out ([`NodeCalls::rank_bin`]): each offset from −[`EXACT_RANKS`] to
+/// +[`EXACT_RANKS`] its own, then per sign offsets up to 16, 32, … 2^[`RANK_CLASSES`]
+/// (and beyond, in the last).
+pub(super) const RANK_BINS: usize = 2 * EXACT_RANKS as usize + 1 + 2 * (RANK_CLASSES - 2);
+/// Offsets binned one by one on each side of zero.
+const EXACT_RANKS: i64 = 8;
+/// The power of two of the widest class of offsets but the last.
+const RANK_CLASSES: usize = 10;
+
+/// The bin ([`RANK_BINS`]) of an offset between two places. Bins run in the order of
+/// offsets, so that neighbouring bins hold neighbouring offsets.
+pub(super) fn rank_bin(offset: i64) -> usize {
+    let classes = RANK_CLASSES - 2;
+    if offset.abs() <= EXACT_RANKS {
+        return classes + (offset + EXACT_RANKS) as usize;
+    }
+    // 9..=16 is class 4, 17..=32 class 5, ...: ⌈log2 |offset|⌉, the last unbounded.
+    let class = (64 - (offset.unsigned_abs() - 1).leading_zeros()) as usize;
+    let class = class.min(RANK_CLASSES + 1) - 4;
+    if offset > 0 {
+        RANK_BINS - classes + class
+    } else {
+        classes - 1 - class
+    }
+}
+
+/// ln of how many offsets rank bin `bin` holds: a bin's share over its width is a
+/// probability per offset, comparable between bins.
+pub(super) fn ln_rank_width(bin: usize) -> f64 {
+    let classes = RANK_CLASSES - 2;
+    let exact = 2 * EXACT_RANKS as usize + 1;
+    let class = if bin < classes {
+        classes - 1 - bin
+    } else if bin < classes + exact {
+        return 0.0;
+    } else {
+        bin - classes - exact
+    };
+    // Class c + 4 holds offsets 2^(c+3)+1 ..= 2^(c+4): 2^(c+3) of them (the last,
+    // unbounded, taken as wide as the class before it doubled).
+    ((class + 3) as f64) * std::f64::consts::LN_2
 }
 
 impl<'a> NodeCalls<'a> {
@@ -195,6 +255,9 @@ impl<'a> NodeCalls<'a> {
             watchers,
             watcher_offsets,
             link_bins: Vec::new(),
+            parent_rank: Vec::new(),
+            child_rank: Vec::new(),
+            ranked_kind: Vec::new(),
         };
         // Bins fit 16 bits: the options are refused beyond that.
         calls.link_bins = (0..outgoing.len() as u32)
@@ -223,6 +286,8 @@ impl<'a> NodeCalls<'a> {
         self.dense = dense;
         if !dense {
             (self.kept_child_times, self.kept_parent_times) = (Vec::new(), Vec::new());
+            (self.parent_rank, self.child_rank) = (Vec::new(), Vec::new());
+            self.ranked_kind = Vec::new();
             return;
         }
         self.kept_child_times = (0..self.outgoing.len() as u32)
@@ -231,6 +296,56 @@ impl<'a> NodeCalls<'a> {
         self.kept_parent_times = (0..self.incoming.len() as u32)
             .map(|p| self.parent_times(p))
             .collect();
+        self.rank_calls();
+    }
+
+    /// Places each parent among the node's calls in by arrival and each child among
+    /// the calls out of its kind by leaving, scaled to the parents' count.
+    fn rank_calls(&mut self) {
+        let parents = self.incoming.len() as f64;
+        let mut parent_rank = vec![0u32; self.incoming.len()];
+        let mut order: Vec<u32> = (0..self.incoming.len() as u32).collect();
+        order.sort_by_key(|&p| (self.parent_times(p)[0], p));
+        for (at, &p) in order.iter().enumerate() {
+            parent_rank[p as usize] = at as u32;
+        }
+        let mut child_rank = vec![0u32; self.outgoing.len()];
+        self.ranked_kind = vec![false; self.events.kinds as usize];
+        let mut order: Vec<u32> = (0..self.outgoing.len() as u32).collect();
+        order.sort_by_key(|&k| (self.kind[k as usize], self.child_times(k)[0], k));
+        for run in order.chunk_by(|&x, &y| self.kind[x as usize] == self.kind[y as usize]) {
+            self.ranked_kind[self.kind[run[0] as usize] as usize] =
+                (run.len() as f64 - parents).abs() <= BALANCED * parents;
+            let scale = parents / run.len() as f64;
+            for (at, &k) in run.iter().enumerate() {
+                child_rank[k as usize] = (at as f64 * scale).round() as u32;
+            }
+        }
+        (self.parent_rank, self.child_rank) = (parent_rank, child_rank);
+    }
+
+    /// Whether parents make at most one call of each kind on average, up to
+    /// [`BALANCED`]: a trace cut in segments, or a capture begun while requests were
+    /// queued, has a few more calls out than in (the 16-worker gRPC proxy at 64 streams
+    /// in segments of 40,000 lines: 2,487 calls out against 2,484 in).
+    pub(super) fn at_most_one_of_each_kind(&self) -> bool {
+        let mut of_kind = vec![0usize; self.events.kinds as usize];
+        for &c in &self.kind {
+            of_kind[c as usize] += 1;
+        }
+        let most = self.incoming.len() as f64 * (1.0 + BALANCED);
+        of_kind.iter().all(|&n| n as f64 <= most)
+    }
+
+    /// How many places parent `p` is from child `k` (see [`Self::rank_bin`]).
+    pub(super) fn rank_distance(&self, k: u32, p: u32) -> u32 {
+        self.parent_rank[p as usize].abs_diff(self.child_rank[k as usize])
+    }
+
+    /// The bin ([`RANK_BINS`]) of how far parent `p`'s place among arrivals is from
+    /// child `k`'s among calls out of its kind; only on a dense node.
+    pub(super) fn rank_bin(&self, k: u32, p: u32) -> usize {
+        rank_bin(i64::from(self.parent_rank[p as usize]) - i64::from(self.child_rank[k as usize]))
     }
 
     /// When child `k` left and when it returned (B's clock).

@@ -89,9 +89,10 @@ impl OrderGivenSet {
 
 impl Assignment<'_> {
     /// ln-likelihood of every parent's sequence and set of children under the model
-    /// the assignment learned (the parents and children in scope), by which the ends of
-    /// two starts are compared: the whole likelihood but the per-link densities, which
-    /// the soft start was fitted to alone,
+    /// the assignment learned (the parents and children in scope), and of the offsets
+    /// between places where the model weighs them ([`Self::rank_likelihood`]), by which
+    /// the ends of two starts are compared: the whole likelihood but the per-link
+    /// densities, which the soft start was fitted to alone,
     /// with the order of each parent's actions scored given its set of children
     /// ([`OrderGivenSet`]). Scored as the search scores it, a start that piles children
     /// onto a few parents wins by the Markov chain's stops: on penalty-breaker at ×8
@@ -107,7 +108,20 @@ impl Assignment<'_> {
         let parents: f64 = (0..self.scope.learned)
             .map(|p| self.parent_log(p, self.children.of(p), Chain::GivenSet))
             .sum();
-        parents + orphans
+        parents + orphans + self.rank_likelihood()
+    }
+
+    /// ln-likelihood of how far each child's parent's place among arrivals is from the
+    /// child's among calls out, where the model weighs it ([`Assignment::ranks`]); 0
+    /// elsewhere.
+    pub(super) fn rank_likelihood(&self) -> f64 {
+        if !self.ranks {
+            return 0.0;
+        }
+        (0..self.scope.children)
+            .filter(|&k| self.chosen[k as usize] != NO_LINK)
+            .map(|k| self.rank_log_of(k, self.chosen[k as usize]))
+            .sum()
     }
 
     /// ln-likelihood of every parent's set of children alone, the part of

@@ -79,6 +79,14 @@
 //! to the open parent that answered first after it returned ([`StartKind::Returns`]),
 //! which reads a proxy whose FIFO queue makes every delay since arrival look alike
 //! (the 4-worker gRPC proxy at 32 streams: 0.0% of requests exact, 77.0% from it).
+//! Then, where some kind of child is made about once per parent, the start ordered by
+//! arrivals ([`StartKind::Arrivals`]): each child of such a kind given to the parent
+//! whose place among the node's arrivals is nearest its own among the calls out of its
+//! kind, settled with one more factor per link, the offset between those places
+//! (`Assignment::ranks`). A queue that serves first in, first out keeps them in step
+//! however long its wait, even where a saturated proxy passes answers on so late that
+//! the order of returns says little (the 16-worker gRPC proxy at 64 streams: 0.0% of
+//! requests exact from every other start, 26.7% from this).
 //! At high parallelism most
 //! of the greedy answer's links are wrong, and hard EM, learning from them, keeps
 //! densities broad enough to hold them (multi-tier at ×4: the parents given two AUTH
@@ -149,7 +157,7 @@ use calls::NodeCalls;
 use search::Assignment;
 use search::Scope;
 use split::{after_cut, middle_cut, start_after_cut, Cut};
-use starts::{extend, returns_start, settle, soft_start, Learning};
+use starts::{arrivals_start, extend, returns_start, settle, soft_start, Learning};
 
 pub use starts::async_start;
 
@@ -256,6 +264,10 @@ pub enum StartKind {
     /// Each child given to the open parent that answered first after it returned
     /// ([`returns_start`]), settled by hard EM.
     Returns,
+    /// Each child given to the parent whose place among arrivals is nearest its own
+    /// among calls out ([`arrivals_start`]), settled by hard EM with those places
+    /// weighed.
+    Arrivals,
 }
 
 impl StartKind {
@@ -265,6 +277,7 @@ impl StartKind {
             StartKind::Greedy | StartKind::Soft | StartKind::Returns => Learning::PLAIN,
             StartKind::Robust => Learning::ROBUST,
             StartKind::Pinned => Learning::PINNED,
+            StartKind::Arrivals => Learning::RANKED,
         }
     }
 }
@@ -481,12 +494,25 @@ fn best_start<'a>(
     let state = relearned(state);
     let gain = pinned.sequence_likelihood() - state.sequence_likelihood();
     let counts_gain = pinned.count_likelihood() - state.count_likelihood();
+    // Where parents make at most one call of each kind on average, the starts that
+    // give each parent one child of a kind are tried too: penalty-breaker's make none,
+    // two or three, and there the start ordered by returns won wrongly (×4, seeds 13
+    // and 14: 28.9% of instances in false patterns against 2.7% and 2.2%).
+    let one_each = calls.at_most_one_of_each_kind();
+    let ranked = calls.ranked_kind.iter().any(|&r| r);
     if gain > pinning && counts_gain > narrowing {
-        return (pinned, StartKind::Pinned, balanced);
+        let kept = (pinned, StartKind::Pinned, balanced);
+        if !one_each || !ranked {
+            return kept;
+        }
+        return by_arrivals((calls, candidates), kept, window);
     }
     let mut state = state;
     state.follows = false;
     let state = relearned(state);
+    if !one_each {
+        return (state, kept, start);
+    }
     // Where a node answers as soon as its last call returns (a proxy, a gateway), the
     // order of returns and answers says which parent each child served even where a
     // queue's wait makes every delay since arrival look alike: the 4-worker gRPC proxy
@@ -495,17 +521,6 @@ fn best_start<'a>(
     // by 1.2 nats per child (79.4% from the truth). Tried only where the pinned end was
     // not kept: on the 80-client shop this end beat the piled one by 0.08 nats per
     // child and, kept first, left the pinned end (53.9% exact) out for itself (38.8%).
-    // And only where parents make at most one call of each kind on average, all the
-    // start can give them: penalty-breaker's make none, two or three, and there its
-    // end won wrongly (×4, seeds 13 and 14: 28.9% of instances in false patterns
-    // against 2.7% and 2.2%).
-    let mut of_kind = vec![0usize; calls.events.kinds as usize];
-    for &c in &calls.kind {
-        of_kind[c as usize] += 1;
-    }
-    if of_kind.iter().any(|&n| n > calls.incoming.len()) {
-        return (state, kept, start);
-    }
     let returns = returns_start(calls, candidates, &start);
     let end = relearned(settle(
         calls,
@@ -514,10 +529,44 @@ fn best_start<'a>(
         Learning::PLAIN,
         window,
     ));
-    if end.sequence_likelihood() - state.sequence_likelihood() > margin {
-        return (end, StartKind::Returns, returns);
+    let kept = if end.sequence_likelihood() - state.sequence_likelihood() > margin {
+        (end, StartKind::Returns, returns)
+    } else {
+        (state, kept, start)
+    };
+    if !ranked {
+        return kept;
     }
-    (state, kept, start)
+    by_arrivals((calls, candidates), kept, window)
+}
+
+/// The start ordered by arrivals ([`arrivals_start`]) settled on `window`, and its end
+/// kept where likelier by [`REPLACE_MARGIN`] per child than `kept`'s, both scored with
+/// the places weighed; `kept` otherwise, as it was.
+fn by_arrivals<'a>(
+    (calls, candidates): (&'a NodeCalls<'a>, &'a Candidates),
+    (mut state, kept, start): (Assignment<'a>, StartKind, Vec<u32>),
+    window: Scope,
+) -> (Assignment<'a>, StartKind, Vec<u32>) {
+    let arrivals = arrivals_start(calls, candidates, &start);
+    let mut ranked = settle(
+        calls,
+        candidates,
+        arrivals.clone(),
+        Learning::RANKED,
+        window,
+    );
+    ranked.follows = state.follows;
+    let ranked = relearned(ranked);
+    state.ranks = true;
+    let mut state = relearned(state);
+    if ranked.sequence_likelihood() - state.sequence_likelihood()
+        > REPLACE_MARGIN * f64::from(window.children)
+    {
+        return (ranked, StartKind::Arrivals, arrivals);
+    }
+    state.ranks = false;
+    (relearned(state), kept, start)
 }
 
 /// The one start `kind` settled on `window`, as [`best_start`] settles it: the start
@@ -537,6 +586,7 @@ fn one_start<'a>(
         StartKind::Soft => soft_start(calls, candidates, open, &initial, false),
         StartKind::Pinned => soft_start(calls, candidates, open, &initial, true),
         StartKind::Returns => returns_start(calls, candidates, &initial),
+        StartKind::Arrivals => arrivals_start(calls, candidates, &initial),
         StartKind::Greedy | StartKind::Robust => initial,
     };
     let mut end = settle(calls, candidates, start.clone(), kind.learning(), window);
@@ -545,9 +595,11 @@ fn one_start<'a>(
             end.forget_gains();
             end
         }
-        StartKind::Greedy | StartKind::Robust | StartKind::Pinned | StartKind::Returns => {
-            relearned(end)
-        }
+        StartKind::Greedy
+        | StartKind::Robust
+        | StartKind::Pinned
+        | StartKind::Returns
+        | StartKind::Arrivals => relearned(end),
     };
     (end, kind, start)
 }

@@ -6,7 +6,7 @@
 //! the model is [`super::likelihood`]'s.
 
 use super::calls::NodeCalls;
-use super::calls::{EventKinds, Factor};
+use super::calls::{ln_rank_width, EventKinds, Factor, RANK_BINS};
 use super::search::Assignment;
 use super::{NO_CONNECTION, NO_DENSITY, NO_LINK};
 use crate::nesting::call_pairs::CallPair;
@@ -19,6 +19,9 @@ use hashbrown::HashMap;
 pub(super) const SMOOTHING: f64 = 2.0;
 /// Share of each density spread uniformly, so an unusual delay is unlikely, not impossible.
 pub(super) const UNIFORM: f64 = 0.02;
+/// Width, in bins, of the kernel that smooths the learned offsets between places among
+/// arrivals and among calls out (`Assignment::learn_ranks`).
+const RANK_SMOOTHING: f64 = 1.0;
 /// Pseudo-count of every action after every action when learning the Markov chain,
 /// and of every count of children of one kind.
 pub(super) const PSEUDO_COUNT: f64 = 0.5;
@@ -453,6 +456,11 @@ impl Assignment<'_> {
             log_densities(histograms, bins, UNIFORM);
         }
         let affinity = self.learn_affinity();
+        self.rank_log = if self.ranks {
+            self.learn_ranks()
+        } else {
+            Vec::new()
+        };
         let mut fit = std::mem::take(&mut self.fit);
         fit.clear();
         for k in 0..self.scope.reach {
@@ -460,6 +468,9 @@ impl Assignment<'_> {
                 let [at, gap] = calls.link_bins[link as usize];
                 let key = key_of(k as usize, link);
                 let mut value = start[key * bins + at as usize] + end[key * bins + gap as usize];
+                if self.ranks {
+                    value += self.rank_log_of(k, link);
+                }
                 if let Some(affinity) = &affinity {
                     let own = self.chosen[k as usize] == link;
                     value += affinity.log_odds(calls, k, parents[link as usize], own);
@@ -519,6 +530,49 @@ impl Assignment<'_> {
         if self.whole_sets {
             self.count_sets();
         }
+    }
+
+    /// Per kind of child and rank bin, ln P(an offset in that bin) per offset, learned
+    /// from the children in scope: how far, in places, each child's parent came before
+    /// or after it. Where a queue serves requests in the order they came, near zero
+    /// however long the wait (the 16-worker gRPC proxy at 64 streams, whose requests
+    /// waited 82 ms in its queue: 42% of the true offsets 0, 85% within two places).
+    fn learn_ranks(&self) -> Vec<f64> {
+        let calls = self.calls;
+        let kinds = calls.events.kinds as usize;
+        let mut histogram = vec![0.0; kinds * RANK_BINS];
+        for (k, &link) in self.chosen[..self.scope.children as usize]
+            .iter()
+            .enumerate()
+        {
+            if link == NO_LINK {
+                continue;
+            }
+            let p = self.candidates.parents[link as usize];
+            histogram[calls.kind[k] as usize * RANK_BINS + calls.rank_bin(k as u32, p)] += 1.0;
+        }
+        // Neighbouring offsets shared: hard EM from the start ordered by arrivals, whose
+        // every child is as near its parent's place as it can be, would learn offsets
+        // tighter than the queue's and hold every child there.
+        smooth_histograms(&mut histogram, RANK_BINS, RANK_SMOOTHING);
+        for counts in histogram.chunks_mut(RANK_BINS) {
+            let total: f64 = counts.iter().sum::<f64>() + PSEUDO_COUNT * RANK_BINS as f64;
+            for (bin, c) in counts.iter_mut().enumerate() {
+                *c = ((*c + PSEUDO_COUNT) / total).ln() - ln_rank_width(bin);
+            }
+        }
+        histogram
+    }
+
+    /// ln P, per offset, of the offset of link `link` of child `k` under the places
+    /// learned last; 0 for a child of a kind not ranked ([`NodeCalls::ranked_kind`]).
+    pub(super) fn rank_log_of(&self, k: u32, link: u32) -> f64 {
+        let kind = self.calls.kind[k as usize] as usize;
+        if !self.calls.ranked_kind[kind] {
+            return 0.0;
+        }
+        let p = self.candidates.parents[link as usize];
+        self.rank_log[kind * RANK_BINS + self.calls.rank_bin(k, p)]
     }
 
     /// Learns how the connections of the node's calls out follow those of its calls in,

@@ -177,6 +177,13 @@ pub(super) struct Assignment<'a> {
     /// Whether the model learns which event each action follows (`Model::follows`):
     /// the pinned start's model, and the model its end is compared under.
     pub(super) follows: bool,
+    /// Whether the links' fits weigh how far a parent's place among arrivals is from
+    /// its child's among calls out (`calls::NodeCalls::rank_bin`): the start ordered by
+    /// arrivals, and the model its end is compared under.
+    pub(super) ranks: bool,
+    /// Per kind of child and rank bin, ln P(an offset in that bin), per offset; empty
+    /// unless `ranks`.
+    pub(super) rank_log: Vec<f64>,
     /// Kinds of a parent's children, while counting them.
     pub(super) kinds: RefCell<Vec<u32>>,
     /// Calls out still open during a walk.
@@ -272,6 +279,8 @@ impl<'a> Assignment<'a> {
             robust: false,
             pinned: false,
             follows: false,
+            ranks: false,
+            rank_log: Vec::new(),
             kinds: RefCell::new(Vec::new()),
             open: RefCell::new(Vec::new()),
             stamp: vec![0; parents],

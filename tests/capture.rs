@@ -836,9 +836,12 @@ fn worker_pools_make_the_inference_exact_and_shared_pools_change_nothing() {
 /// that gives each call out to the request answered first after it returned reads the
 /// proxy almost whole (87.6% of requests exact), and the start ordered by arrivals
 /// after it more (95.7%; 0.0% without the starts for saturation).
-#[test]
-fn a_proxy_whose_queue_hides_every_delay_is_read_by_the_order_of_its_answers() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/grpc-proxy/w4-32");
+/// Requests exact, by default and with `--no-pinned-start`, from the proxy's own capture
+/// of a traces/grpc-proxy run kept in `traces/grpc-proxy/RUN` (ids ignored).
+fn proxy_exact(run: &str) -> (f64, f64) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/grpc-proxy")
+        .join(run);
     let share = |extra: &[&str]| -> f64 {
         let scores = stdout_of(
             blackbox()
@@ -849,7 +852,12 @@ fn a_proxy_whose_queue_hides_every_delay_is_read_by_the_order_of_its_answers() {
         );
         exactly_percent(&scores)
     };
-    let (default, without) = (share(&[]), share(&["--no-pinned-start"]));
+    (share(&[]), share(&["--no-pinned-start"]))
+}
+
+#[test]
+fn a_proxy_whose_queue_hides_every_delay_is_read_by_the_order_of_its_answers() {
+    let (default, without) = proxy_exact("w4-32");
     assert!(
         default >= 80.0 && without < 5.0,
         "{default}% exact by default, {without}% without the pinned start"
@@ -867,18 +875,7 @@ fn a_proxy_whose_queue_hides_every_delay_is_read_by_the_order_of_its_answers() {
 /// rest swapped with a neighbour in the queue), where every other start read none.
 #[test]
 fn a_proxy_that_queues_first_in_first_out_is_read_by_the_order_of_its_arrivals() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/grpc-proxy/w16-64");
-    let share = |extra: &[&str]| -> f64 {
-        let scores = stdout_of(
-            blackbox()
-                .args(["eval", "-q", "--ignore-ids", "--truth-ids"])
-                .arg(dir.join("truth.tsv"))
-                .args(extra)
-                .arg(dir.join("proxy.pcap.gz")),
-        );
-        exactly_percent(&scores)
-    };
-    let (default, without) = (share(&[]), share(&["--no-pinned-start"]));
+    let (default, without) = proxy_exact("w16-64");
     assert!(
         default >= 45.0 && without < 5.0,
         "{default}% exact by default, {without}% without the starts for saturation"

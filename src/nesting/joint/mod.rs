@@ -558,15 +558,18 @@ fn by_arrivals<'a>(
     );
     ranked.follows = state.follows;
     let ranked = relearned(ranked);
+    // `state` was learned again already; the offsets are all its model lacks, and the
+    // rest of it does not read them, so learning them alone is learning it again.
     state.ranks = true;
-    let mut state = relearned(state);
+    state.rank_log = state.learn_ranks();
     if ranked.sequence_likelihood() - state.sequence_likelihood()
         > REPLACE_MARGIN * f64::from(window.children)
     {
         return (ranked, StartKind::Arrivals, arrivals);
     }
     state.ranks = false;
-    (relearned(state), kept, start)
+    state.rank_log = Vec::new();
+    (state, kept, start)
 }
 
 /// The one start `kind` settled on `window`, as [`best_start`] settles it: the start

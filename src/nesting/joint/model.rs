@@ -537,7 +537,7 @@ impl Assignment<'_> {
     /// or after it. Where a queue serves requests in the order they came, near zero
     /// however long the wait (the 16-worker gRPC proxy at 64 streams, whose requests
     /// waited 82 ms in its queue: 42% of the true offsets 0, 85% within two places).
-    fn learn_ranks(&self) -> Vec<f64> {
+    pub(super) fn learn_ranks(&self) -> Vec<f64> {
         let calls = self.calls;
         let kinds = calls.events.kinds as usize;
         let mut histogram = vec![0.0; kinds * RANK_BINS];

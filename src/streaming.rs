@@ -560,6 +560,7 @@ impl Merged {
         // connections) is learned per segment: the most any segment found.
         t.histograms = t.histograms.max(s.histograms);
         t.connection_affinity_nodes = t.connection_affinity_nodes.max(s.connection_affinity_nodes);
+        t.sibling_affinity_nodes = t.sibling_affinity_nodes.max(s.sibling_affinity_nodes);
         t.id_nodes = t.id_nodes.max(s.id_nodes);
         self.parallelism_weight += s.mean_parallelism * s.call_pairs as f64;
         for mut pattern in nesting.patterns {

@@ -174,6 +174,10 @@ pub struct NestStats {
     /// joint choice learned (captures only; see [`NestOptions::connections`]).
     #[serde(skip_serializing_if = "is_zero")]
     pub connection_affinity_nodes: u64,
+    /// Nodes whose calls out of one call go out on connections that keep together (a
+    /// worker's own), as the joint choice learned (captures only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sibling_affinity_nodes: u64,
     /// Calls out of a node that carried a propagated id (captures or text traces with
     /// `id=`; see [`NestOptions::ids`]).
     #[serde(skip_serializing_if = "is_zero")]
@@ -380,6 +384,7 @@ fn nest_starting(
         stats.async_left_roots += outcome.unsure;
         stats.late_children += outcome.late_children;
         stats.connection_affinity_nodes += u64::from(outcome.connection_affinity);
+        stats.sibling_affinity_nodes += u64::from(outcome.sibling_affinity);
         stats.calls_with_ids += outcome.ids.carried;
         stats.links_fixed_by_ids += outcome.ids.fixed;
         stats.id_nodes += u64::from(outcome.ids.propagates);
@@ -512,6 +517,7 @@ struct NodeOutcome {
     late_children: u64,
     histograms: u64,
     connection_affinity: bool,
+    sibling_affinity: bool,
     ids: propagated::IdLinks,
     /// The start the joint choice kept, where it compared starts.
     kept: Option<joint::StartKind>,
@@ -635,7 +641,7 @@ fn nest_node(
         Err(choice) => (std::borrow::Cow::Borrowed(&board.candidates), choice),
     };
     let mut joint_losses = Vec::new();
-    let mut connection_affinity = false;
+    let (mut connection_affinity, mut sibling_affinity) = (false, false);
     let mut kept = None;
     let mut complete = Vec::new();
     // The paper's confidence is its lead over the next candidate already.
@@ -677,6 +683,7 @@ fn nest_node(
             );
             joint_losses = joint.explained;
             connection_affinity = joint.connection_affinity;
+            sibling_affinity = joint.sibling_affinity;
             kept = joint.kept;
             complete = (joint.complete.iter().zip(incoming.iter()))
                 .filter(|&(&whole, _)| whole < 1.0)
@@ -756,6 +763,7 @@ fn nest_node(
         children_with_candidates,
         histograms: board.scoreboard.histograms() as u64,
         connection_affinity,
+        sibling_affinity,
         ids: board.ids,
         kept,
     }

@@ -129,6 +129,14 @@ fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::
             plural(nest.connection_affinity_nodes),
         )?;
     }
+    if nest.sibling_affinity_nodes > 0 {
+        writeln!(
+            out,
+            "connections kept together: learned at {} node{} (a call's calls out go out on its worker's own connections; --ignore-connections to leave it out)",
+            nest.sibling_affinity_nodes,
+            plural(nest.sibling_affinity_nodes),
+        )?;
+    }
     if nest.calls_with_ids > 0 {
         let share = 100.0 * nest.calls_with_ids as f64 / nest.call_pairs.max(1) as f64;
         let used = if nest.id_nodes > 0 {

@@ -65,10 +65,15 @@ pub(super) struct NodeCalls<'a> {
     /// Per parent (index into `incoming`), the dense id of its caller.
     pub(super) caller: Vec<u32>,
     /// Per child, the key of the connection it went out on; per parent, that of the
-    /// connection it came in on ([`super::NO_CONNECTION`] where unknown). Empty where
-    /// no call of the node has one.
+    /// connection it came in on ([`super::NO_CONNECTION`] where unknown). Each empty
+    /// where none of its calls has one, and the parents' where the children's are.
     pub(super) child_connection: Vec<u64>,
     pub(super) parent_connection: Vec<u64>,
+    /// Per child, its connection as an index among the node's connections out
+    /// ([`NO_INDEX`] where unknown), and how many there are; empty with
+    /// `child_connection`.
+    pub(super) child_connection_index: Vec<u32>,
+    pub(super) child_connections: usize,
     pub(super) events: EventKinds,
     /// Actions a parent can take: a call of each kind, or its answer.
     pub(super) actions: f64,
@@ -111,16 +116,31 @@ pub(super) struct NodeCalls<'a> {
     /// the queue's wait ([`Self::rank_bin`]). Empty elsewhere.
     parent_rank: Vec<u32>,
     child_rank: Vec<u32>,
-    /// Per kind of child, on a dense node, whether there are about as many calls out of
-    /// it as calls in ([`BALANCED`]): one per request, as a proxy or a queue's first
+    /// Per kind of child, on a dense node, whether there are as many calls out of it as
+    /// calls in, within [`UNMATCHED_PLACES`]: one per request, as a proxy or a queue's first
     /// call makes, whose places keep step with the arrivals'. Elsewhere a child's
     /// place drifts from its parent's with the mix of requests that make the call.
     pub(super) ranked_kind: Vec<bool>,
 }
 
+/// A child's connection index where its connection is unknown.
+pub(super) const NO_INDEX: u32 = u32::MAX;
+
 /// How far, as a share of calls in, the calls out of a kind may be from as many for
-/// their places to be weighed against the arrivals' ([`NodeCalls::ranked_kind`]).
+/// parents to make at most one of that kind ([`NodeCalls::at_most_one_of_each_kind`]).
 const BALANCED: f64 = 0.02;
+
+/// How many more or fewer calls out of a kind than calls in there may be for their
+/// places to be weighed against the arrivals' ([`NodeCalls::ranked_kind`]). Each call
+/// that is not its request's only one of the kind moves every later call's place on by
+/// one, so the places wander from the arrivals' like a random walk bridged at both
+/// ends, about √n / 2 places at its widest for n such calls: 16 keeps that within two.
+/// A share would not do: the app of traces/shop under load at 128 clients makes a
+/// second cache call for 0.7% of its requests, 188 in all, within 2%, and the end of
+/// the start ordered by arrivals, fitted to its own offsets, beat the pinned end by
+/// 0.37 nats per child with 0.3% of requests exact against 24.7%; its true offsets
+/// were 16 to 64 places.
+const UNMATCHED_PLACES: usize = 16;
 
 /// Bins of the offset between a parent's place among arrivals and its child's among
 /// calls out ([`NodeCalls::rank_bin`]): each offset from −[`EXACT_RANKS`] to
@@ -164,6 +184,37 @@ pub(super) fn ln_rank_width(bin: usize) -> f64 {
     // Class c + 4 holds offsets 2^(c+3)+1 ..= 2^(c+4): 2^(c+3) of them (the last,
     // unbounded, taken as wide as the class before it doubled).
     ((class + 3) as f64) * std::f64::consts::LN_2
+}
+
+/// Per child, its connection as an index among the node's connections out (by
+/// `keys`, [`NO_INDEX`] where unknown), and how many there are: empty where the
+/// connections are not kept long enough to say which calls share one. A worker's own
+/// connections carry call after call, so a node's calls out are many times its
+/// connections (the shop's app under load: 24,104 calls on 16); a connection per call
+/// carries one, and its address and port come back only when the ports wrap around,
+/// where calls out are a few times their connections (the 6.6 GB capture set's
+/// database tier). There, siblings on ports opened one after the other looked like a
+/// worker's (4.3 nats per pair, learned) and the search took three times as long, with
+/// fewer calls right (69.3% against 69.8%). So calls out must be at least as many as
+/// their connections squared: each connection reused about as often as there are
+/// connections.
+fn connection_indices(keys: &[u64]) -> (Vec<u32>, usize) {
+    let mut indices: HashMap<u64, u32> = HashMap::new();
+    let index: Vec<u32> = keys
+        .iter()
+        .map(|&key| {
+            if key == super::NO_CONNECTION {
+                return NO_INDEX;
+            }
+            let next = indices.len() as u32;
+            *indices.entry(key).or_insert(next)
+        })
+        .collect();
+    let connections = indices.len();
+    if index.len() < connections.saturating_mul(connections) {
+        return (Vec::new(), 0);
+    }
+    (index, connections)
 }
 
 impl<'a> NodeCalls<'a> {
@@ -222,12 +273,19 @@ impl<'a> NodeCalls<'a> {
         let (mut child_connection, mut parent_connection) =
             (connections(outgoing), connections(incoming));
         let known = |keys: &[u64]| keys.iter().any(|&k| k != super::NO_CONNECTION);
-        if !known(&child_connection) || !known(&parent_connection) {
-            // Freed, not cleared: kept for the node's whole search, they were 5 MB of
-            // the 40-client shop's peak at a million messages.
+        // Freed, not cleared, where unknown: kept for the node's whole search, they were
+        // 5 MB of the 40-client shop's peak at a million messages. The children's alone
+        // still say which calls out share a connection.
+        if !known(&parent_connection) {
+            parent_connection = Vec::new();
+        }
+        if !known(&child_connection) {
             (child_connection, parent_connection) = (Vec::new(), Vec::new());
         }
+        let (child_connection_index, child_connections) = connection_indices(&child_connection);
         let mut calls = NodeCalls {
+            child_connections,
+            child_connection_index,
             pairs,
             outgoing,
             incoming,
@@ -315,7 +373,7 @@ impl<'a> NodeCalls<'a> {
         order.sort_by_key(|&k| (self.kind[k as usize], self.child_times(k)[0], k));
         for run in order.chunk_by(|&x, &y| self.kind[x as usize] == self.kind[y as usize]) {
             self.ranked_kind[self.kind[run[0] as usize] as usize] =
-                (run.len() as f64 - parents).abs() <= BALANCED * parents;
+                run.len().abs_diff(self.incoming.len()) <= UNMATCHED_PLACES;
             let scale = parents / run.len() as f64;
             for (at, &k) in run.iter().enumerate() {
                 child_rank[k as usize] = (at as f64 * scale).round() as u32;

@@ -6,7 +6,7 @@
 use super::calls::NodeCalls;
 use super::model::{follows_key, set_key, MAX_CHILDREN, SET_DISCOUNT, SET_PRIOR};
 use super::search::Assignment;
-use super::{NO_DENSITY, NO_LINK};
+use super::{NO_CHILD, NO_DENSITY, NO_LINK};
 
 /// Most kinds of children a node may have for a parent's set to be counted per kind on
 /// the stack: listing the kinds of each parent scored took 6% of the samples on the
@@ -295,7 +295,7 @@ impl Assignment<'_> {
     ) -> f64 {
         let calls = self.calls;
         let model = &self.model;
-        let mut total = self.count_score(p, children.clone());
+        let mut total = self.count_score(p, children.clone()) + self.sibling_log(children.clone());
         let mut order = match chain {
             Chain::Free => None,
             Chain::GivenSet => Some(OrderGivenSet::new(calls, children.clone())),
@@ -331,6 +331,36 @@ impl Assignment<'_> {
                 Some(order) => order.next(action, |a| self.transition_log(factor.context_key, a)),
             };
         });
+        total
+    }
+
+    /// ln of how much likelier each of `children`'s connections is after the
+    /// connection of the child before it than by its kind's mix alone, summed, where
+    /// the model learned how siblings' connections follow each other
+    /// ([`Self::learn_siblings`]); 0 elsewhere. A pair that are siblings now, one
+    /// after the other, is left out of the counts (no pair is evidence for itself).
+    pub(super) fn sibling_log(&self, children: impl Iterator<Item = u32>) -> f64 {
+        let Some(siblings) = &self.siblings else {
+            return 0.0;
+        };
+        let calls = self.calls;
+        let mut total = 0.0;
+        let mut before = NO_CHILD;
+        for k in children {
+            if before != NO_CHILD {
+                // Left out if the two are siblings now, whoever their parent: the
+                // counts are of connections, not parents, so a pair moved together
+                // to another parent is scored as where it was.
+                let own = self.children.next[before as usize] == k;
+                total += siblings.odds(
+                    calls.child_connection_index[before as usize],
+                    calls.child_connection_index[k as usize],
+                    calls.kind[k as usize],
+                    own,
+                );
+            }
+            before = k;
+        }
         total
     }
 

@@ -242,6 +242,9 @@ pub struct JointChoice {
     /// Whether the final model learned a connection affinity: the node's calls out
     /// follow the connection of the call they serve.
     pub connection_affinity: bool,
+    /// Whether the final model learned how the connections of a parent's calls out
+    /// follow each other: each request's calls go out on its worker's own connections.
+    pub sibling_affinity: bool,
     /// Where children have several candidates each and the starts were compared on a
     /// full window (or one was carried), the start whose end was kept: what a later
     /// segment of the same trace settles alone ([`NodeSettings::start`]).
@@ -662,6 +665,7 @@ impl Node<'_> {
         before.complete.extend(after.complete);
         before.lead.extend(after.lead);
         before.connection_affinity |= after.connection_affinity;
+        before.sibling_affinity |= after.sibling_affinity;
         before.explained.extend(
             after
                 .explained
@@ -738,6 +742,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
         lead,
         explained,
         connection_affinity: state.affinity.is_some(),
+        sibling_affinity: state.siblings.is_some(),
         kept: None,
     }
 }

@@ -6,7 +6,7 @@
 //! the model is [`super::likelihood`]'s.
 
 use super::calls::NodeCalls;
-use super::calls::{ln_rank_width, EventKinds, Factor, RANK_BINS};
+use super::calls::{ln_rank_width, EventKinds, Factor, NO_INDEX, RANK_BINS};
 use super::search::Assignment;
 use super::{NO_CONNECTION, NO_DENSITY, NO_LINK};
 use crate::nesting::call_pairs::CallPair;
@@ -107,23 +107,182 @@ impl Affinity {
     /// its kind alone; `own` when the link is counted already, so that it is left out
     /// (a link is no evidence for itself). 0 where either connection is unknown.
     pub(super) fn log_odds(&self, calls: &NodeCalls, k: u32, p: u32, own: bool) -> f64 {
-        let (child, parent) = (
-            calls.child_connection[k as usize],
+        self.odds(
             calls.parent_connection[p as usize],
-        );
-        if child == NO_CONNECTION || parent == NO_CONNECTION {
+            calls.child_connection[k as usize],
+            calls.kind[k as usize],
+            own,
+        )
+    }
+
+    /// ln of how much likelier connection `child` (of a call out of kind `kind`) is
+    /// after connection `before` than by its kind's mix alone; `own` leaves out one
+    /// count of the pair. 0 where either connection is unknown.
+    fn odds(&self, before: u64, child: u64, kind: u32, own: bool) -> f64 {
+        if child == NO_CONNECTION || before == NO_CONNECTION {
             return 0.0;
         }
-        let kind = calls.kind[k as usize];
-        let less = if own { 1.0 } else { 0.0 };
         let get = |v: Option<&f64>| v.copied().unwrap_or(0.0);
-        let of_kind = get(self.kinds.get(&kind)) - less;
-        let mix = (get(self.children.get(&child)) - less + 1.0)
-            / (of_kind + get(self.connections.get(&kind)) + 1.0).max(1.0);
-        let pair = (get(self.pairs.get(&(parent, child))) - less).max(0.0);
-        let from_parent = (get(self.parents.get(&(parent, kind))) - less).max(0.0);
-        ((pair + AFFINITY_PRIOR * mix) / (from_parent + AFFINITY_PRIOR)).ln() - mix.ln()
+        follow_odds(
+            FollowCounts {
+                pair: get(self.pairs.get(&(before, child))),
+                from_before: get(self.parents.get(&(before, kind))),
+                child: get(self.children.get(&child)),
+                of_kind: get(self.kinds.get(&kind)),
+                connections: get(self.connections.get(&kind)),
+            },
+            own,
+        )
     }
+
+    /// Counts one pair: a call out of kind `kind` on connection `child` after
+    /// connection `before`.
+    fn count(&mut self, before: u64, child: u64, kind: u32) {
+        *self.pairs.entry((before, child)).or_default() += 1.0;
+        *self.parents.entry((before, kind)).or_default() += 1.0;
+        *self.kinds.entry(kind).or_default() += 1.0;
+        let seen = self.children.entry(child).or_default();
+        if *seen == 0.0 {
+            *self.connections.entry(kind).or_default() += 1.0;
+        }
+        *seen += 1.0;
+    }
+}
+
+/// What [`follow_odds`] reads: how often a connection out followed a connection
+/// before (the connection of the call in, or of the call out before it), of all that
+/// followed that one, and how often it was used of all its kind's uses.
+struct FollowCounts {
+    /// The pair's count, and the count of every pair from the same connection before
+    /// to a call of the kind.
+    pair: f64,
+    from_before: f64,
+    /// Uses of the connection out; uses of every connection of its kind, and how many
+    /// connections of the kind there are.
+    child: f64,
+    of_kind: f64,
+    connections: f64,
+}
+
+/// ln of how much likelier a connection out is after the connection before it than by
+/// its kind's mix alone, from `counts` ([`AFFINITY_PRIOR`] children of the mix added to
+/// the pair's); `own` leaves one count of the pair out (it is no evidence for itself).
+fn follow_odds(counts: FollowCounts, own: bool) -> f64 {
+    let less = if own { 1.0 } else { 0.0 };
+    let mix =
+        (counts.child - less + 1.0) / (counts.of_kind - less + counts.connections + 1.0).max(1.0);
+    let pair = (counts.pair - less).max(0.0);
+    let from_before = (counts.from_before - less).max(0.0);
+    ((pair + AFFINITY_PRIOR * mix) / (from_before + AFFINITY_PRIOR)).ln() - mix.ln()
+}
+
+/// How the connection of each of a parent's calls out follows the connection of the
+/// call it made before, counted over an assignment's parents
+/// ([`Assignment::learn_siblings`]), by the node's dense connection indices
+/// ([`NodeCalls::child_connection_index`]): read for every pair of siblings each time
+/// a parent is scored, so one hash lookup a pair, the rest arrays.
+pub(super) struct Siblings {
+    kinds: usize,
+    /// Pairs by (connection before, connection after), as `before << 32 | after`.
+    pairs: HashMap<u64, f64>,
+    /// Per pair counted, its odds with its own count in and left out; per connection
+    /// before and kind after, the odds of a pair never counted (the same for every
+    /// connection after: the mix cancels). Computed once counted (`Siblings::weigh`):
+    /// the two logarithms a pair took were a sixth of the search on maketrace's shop
+    /// with a worker pool.
+    odds: HashMap<u64, [f64; 2]>,
+    unseen: Vec<f64>,
+    /// Pairs by connection before and kind after, at `before * kinds + kind`.
+    from_before: Vec<f64>,
+    /// Pairs by connection after.
+    after: Vec<f64>,
+    /// Pairs by kind after, and the connections of each kind that came after one.
+    of_kind: Vec<f64>,
+    connections: Vec<f64>,
+}
+
+impl Siblings {
+    fn new(connections: usize, kinds: usize) -> Self {
+        Siblings {
+            kinds,
+            pairs: HashMap::new(),
+            odds: HashMap::new(),
+            unseen: Vec::new(),
+            from_before: vec![0.0; connections * kinds],
+            after: vec![0.0; connections],
+            of_kind: vec![0.0; kinds],
+            connections: vec![0.0; kinds],
+        }
+    }
+
+    /// Counts one pair: a call out of kind `kind` on connection `after` after one on
+    /// connection `before`.
+    fn count(&mut self, before: u32, after: u32, kind: u32) {
+        *self.pairs.entry(pair_key(before, after)).or_default() += 1.0;
+        self.from_before[before as usize * self.kinds + kind as usize] += 1.0;
+        self.of_kind[kind as usize] += 1.0;
+        let seen = &mut self.after[after as usize];
+        if *seen == 0.0 {
+            self.connections[kind as usize] += 1.0;
+        }
+        *seen += 1.0;
+    }
+
+    /// Weighs every pair counted, and a pair never counted after each connection.
+    fn weigh(&mut self, kind_of: impl Fn(u32) -> u32) {
+        let mut odds = HashMap::with_capacity(self.pairs.len());
+        for &key in self.pairs.keys() {
+            let (before, after) = ((key >> 32) as u32, key as u32);
+            let kind = kind_of(after);
+            odds.insert(
+                key,
+                [false, true].map(|own| self.count_odds(before, after, kind, own)),
+            );
+        }
+        self.odds = odds;
+        self.unseen = self
+            .from_before
+            .iter()
+            .map(|&n| (AFFINITY_PRIOR / (n + AFFINITY_PRIOR)).ln())
+            .collect();
+    }
+
+    /// ln of how much likelier connection `after` (of a call out of kind `kind`) is
+    /// after connection `before` than by its kind's mix alone; `own` leaves out one
+    /// count of the pair. 0 where either connection is unknown.
+    pub(super) fn odds(&self, before: u32, after: u32, kind: u32, own: bool) -> f64 {
+        if before == NO_INDEX || after == NO_INDEX {
+            return 0.0;
+        }
+        match self.odds.get(&pair_key(before, after)) {
+            Some(odds) => odds[usize::from(own)],
+            None if !own => self.unseen[before as usize * self.kinds + kind as usize],
+            // Held now but not when counted.
+            None => self.count_odds(before, after, kind, own),
+        }
+    }
+
+    /// [`Self::odds`] from the counts.
+    fn count_odds(&self, before: u32, after: u32, kind: u32, own: bool) -> f64 {
+        follow_odds(
+            FollowCounts {
+                pair: self
+                    .pairs
+                    .get(&pair_key(before, after))
+                    .copied()
+                    .unwrap_or(0.0),
+                from_before: self.from_before[before as usize * self.kinds + kind as usize],
+                child: self.after[after as usize],
+                of_kind: self.of_kind[kind as usize],
+                connections: self.connections[kind as usize],
+            },
+            own,
+        )
+    }
+}
+
+fn pair_key(before: u32, after: u32) -> u64 {
+    (u64::from(before) << 32) | u64::from(after)
 }
 
 /// The key of a timed factor's (caller, previous action, action, event it follows),
@@ -456,6 +615,7 @@ impl Assignment<'_> {
             log_densities(histograms, bins, UNIFORM);
         }
         let affinity = self.learn_affinity();
+        self.siblings = self.learn_siblings();
         self.rank_log = if self.ranks {
             self.learn_ranks()
         } else {
@@ -582,7 +742,7 @@ impl Assignment<'_> {
     /// same answers as without it) where it does not, or connections are unknown.
     pub(super) fn learn_affinity(&self) -> Option<Affinity> {
         let calls = self.calls;
-        if calls.child_connection.is_empty() {
+        if calls.child_connection.is_empty() || calls.parent_connection.is_empty() {
             return None;
         }
         let parents = &self.candidates.parents;
@@ -604,14 +764,7 @@ impl Assignment<'_> {
         };
         for (k, &link) in searched.iter().enumerate() {
             if let Some((parent, child, kind)) = known(k, link) {
-                *affinity.pairs.entry((parent, child)).or_default() += 1.0;
-                *affinity.parents.entry((parent, kind)).or_default() += 1.0;
-                *affinity.kinds.entry(kind).or_default() += 1.0;
-                let seen = affinity.children.entry(child).or_default();
-                if *seen == 0.0 {
-                    *affinity.connections.entry(kind).or_default() += 1.0;
-                }
-                *seen += 1.0;
+                affinity.count(parent, child, kind);
             }
         }
         let (mut gain, mut children) = (0.0, 0.0);
@@ -622,6 +775,46 @@ impl Assignment<'_> {
             }
         }
         (children > 0.0 && gain / children >= AFFINITY_GATE).then_some(affinity)
+    }
+
+    /// Learns how the connection of each call out follows the connection of the call
+    /// its parent made before it, over the parents in scope: a worker that owns one
+    /// connection of each kind and serves one request at a time makes all of a
+    /// request's calls on its own connections, whichever connection the request came
+    /// in on (a servlet pool's queue, which the affinity to the connection in cannot
+    /// see). Where it predicts them by [`AFFINITY_GATE`] nats per pair, each pair
+    /// left out, the factor parents' sequences then get
+    /// ([`Assignment::sibling_log`]); `None` where it does not, or connections are
+    /// unknown.
+    pub(super) fn learn_siblings(&self) -> Option<Siblings> {
+        let calls = self.calls;
+        if calls.child_connection_index.is_empty() {
+            return None;
+        }
+        let connection = |k: u32| calls.child_connection_index[k as usize];
+        let known_pairs = |p: u32| {
+            self.children
+                .of(p)
+                .zip(self.children.of(p).skip(1))
+                .filter(|&(a, b)| connection(a) != NO_INDEX && connection(b) != NO_INDEX)
+        };
+        let mut siblings = Siblings::new(calls.child_connections, calls.events.kinds as usize);
+        let mut kind_of = vec![0u32; calls.child_connections];
+        for p in 0..self.scope.learned {
+            for (a, b) in known_pairs(p) {
+                siblings.count(connection(a), connection(b), calls.kind[b as usize]);
+                kind_of[connection(b) as usize] = calls.kind[b as usize];
+            }
+        }
+        siblings.weigh(|after| kind_of[after as usize]);
+        let (mut gain, mut pairs) = (0.0, 0.0);
+        for p in 0..self.scope.learned {
+            for (a, b) in known_pairs(p) {
+                gain += siblings.odds(connection(a), connection(b), calls.kind[b as usize], true);
+                pairs += 1.0;
+            }
+        }
+        (pairs > 0.0 && gain / pairs >= AFFINITY_GATE).then_some(siblings)
     }
 
     /// Counts how many parents in scope made each set of children.

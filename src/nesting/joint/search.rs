@@ -147,6 +147,9 @@ pub(super) struct Assignment<'a> {
     pub(super) mean_fit: f64,
     /// The connection affinity of the model learned last, if it has one.
     pub(super) affinity: Option<super::model::Affinity>,
+    /// How the connection of a parent's call out follows that of its call before
+    /// (`Assignment::learn_siblings`), if the model learned it last.
+    pub(super) siblings: Option<super::model::Siblings>,
     /// Per link key (A, C), ln P(a parent has n children of kind C), n in 0..=MAX_CHILDREN.
     pub(super) count_log: Vec<f64>,
     /// Per caller A, the sum over kinds C of ln P(no child of kind C): with `count_log`,
@@ -269,6 +272,7 @@ impl<'a> Assignment<'a> {
             fit: Vec::new(),
             mean_fit: 0.0,
             affinity: None,
+            siblings: None,
             count_log: Vec::new(),
             none_log: Vec::new(),
             sets: HashMap::new(),

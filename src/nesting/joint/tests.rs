@@ -869,3 +869,91 @@ fn rank_bins_run_in_the_order_of_offsets_and_hold_as_many_as_they_say() {
         assert_eq!(f64::from(n), ln_rank_width(bin).exp().round(), "bin {bin}");
     }
 }
+
+/// Requests from A into B, about one every `gap_ms`, queued for `workers` workers that
+/// each own one connection to C and one to D, as a servlet pool's workers do: the
+/// worker that takes a request calls C, then D, then C again for one request in three,
+/// each on its own connections, and answers. The connection a request came in on says
+/// nothing of the worker (all arrive on one).
+fn worker_pool(requests: u32, workers: usize, gap_ms: f64) -> String {
+    let mut next = uniform_numbers(7_117);
+    let mut free = vec![0.0f64; workers];
+    let mut lines = Vec::new();
+    let mut t = 0.0;
+    for r in 0..requests {
+        t += next(0.5, 1.5) * gap_ms;
+        let (w, &at) = free
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap();
+        let mut now = t.max(at);
+        let mut call =
+            |callee: char, n: u32, now: &mut f64, next: &mut dyn FnMut(f64, f64) -> f64| {
+                let left = *now + next(0.05, 0.5);
+                let back = left + next(0.5, 3.0);
+                let id = format!("tcp:w{w}>{callee}#{}{r}-{n}", callee.to_ascii_lowercase());
+                lines.push((left, format!("CALL B {callee} {id}")));
+                lines.push((back, format!("RET {callee} B {id}")));
+                *now = back;
+            };
+        call('C', 0, &mut now, &mut next);
+        call('D', 0, &mut now, &mut next);
+        if next(0.0, 3.0) < 1.0 {
+            call('C', 1, &mut now, &mut next);
+        }
+        let end = now + next(0.05, 0.5);
+        free[w] = end;
+        lines.push((t, format!("CALL A B tcp:a>b#p{r}")));
+        lines.push((end, format!("RET B A tcp:a>b#p{r}")));
+    }
+    as_trace(lines)
+}
+
+/// The share of B's calls out given the request they belong to, in [`worker_pool`]'s
+/// trace: the request's number follows the letter after `#` in both ids.
+fn right_in_pool(trace: &Trace, nesting: &Nesting) -> f64 {
+    let request = |i: usize| {
+        let id = trace.call_id_text(nesting.pairs[i].call_id);
+        let (_, call) = id.split_once('#').expect("a capture's id");
+        call[1..].split('-').next().unwrap_or_default().to_string()
+    };
+    let children: Vec<usize> = (0..nesting.pairs.len())
+        .filter(|&i| !trace.call_id_text(nesting.pairs[i].call_id).contains("#p"))
+        .collect();
+    let good = children
+        .iter()
+        .filter(|&&i| {
+            let parent = nesting.parent[i] as usize;
+            parent < nesting.pairs.len() && request(parent) == request(i)
+        })
+        .count();
+    good as f64 / children.len() as f64
+}
+
+/// Twelve workers, busy most of the time: a call to C or D has several open requests
+/// of like delays to choose from, but the calls of one request go out on one worker's
+/// connections. Learned from the assignment, which connection follows which among a
+/// request's calls out puts 95.7% of them with their request, against 82.7% from
+/// timing alone.
+#[test]
+fn the_calls_of_one_request_keep_to_one_workers_connections() {
+    let trace = trace_from_str(&worker_pool(1_000, 12, 0.6));
+    let with = |connections| {
+        let options = NestOptions {
+            connections,
+            ..NestOptions::default()
+        };
+        let nesting = nest(&trace, &options).unwrap();
+        (
+            right_in_pool(&trace, &nesting),
+            nesting.stats.sibling_affinity_nodes,
+        )
+    };
+    let ((kept, learned), (alone, _)) = (with(true), with(false));
+    assert!(
+        learned == 1 && kept > 0.93 && alone < 0.86,
+        "{kept} of the calls right with connections ({learned} nodes learned how \
+         they follow), {alone} without"
+    );
+}

@@ -337,8 +337,9 @@ impl Assignment<'_> {
     /// ln of how much likelier each of `children`'s connections is after the
     /// connection of the child before it than by its kind's mix alone, summed, where
     /// the model learned how siblings' connections follow each other
-    /// ([`Self::learn_siblings`]); 0 elsewhere. A pair that are siblings now, one
-    /// after the other, is left out of the counts (no pair is evidence for itself).
+    /// ([`Self::learn_siblings`]); 0 elsewhere. A pair counted when the model was
+    /// learned is left out of the counts (no pair is evidence for itself), whichever
+    /// parent holds it now: the counts are of connections, not parents.
     pub(super) fn sibling_log(&self, children: impl Iterator<Item = u32>) -> f64 {
         let Some(siblings) = &self.siblings else {
             return 0.0;
@@ -348,10 +349,7 @@ impl Assignment<'_> {
         let mut before = NO_CHILD;
         for k in children {
             if before != NO_CHILD {
-                // Left out if the two are siblings now, whoever their parent: the
-                // counts are of connections, not parents, so a pair moved together
-                // to another parent is scored as where it was.
-                let own = self.children.next[before as usize] == k;
+                let own = siblings.counted_next[before as usize] == k;
                 total += siblings.odds(
                     calls.child_connection_index[before as usize],
                     calls.child_connection_index[k as usize],

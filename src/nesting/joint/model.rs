@@ -262,11 +262,10 @@ impl Siblings {
         if before == NO_INDEX || after == NO_INDEX {
             return 0.0;
         }
+        // A pair left out (`own`) was counted, so it is always among those weighed.
         match self.odds.get(&pair_key(before, after)) {
             Some(odds) => odds[usize::from(own)],
-            None if !own => self.unseen[before as usize * self.kinds + kind as usize],
-            // Held now but not when counted.
-            None => self.count_odds(before, after, kind, own),
+            None => self.unseen[before as usize * self.kinds + kind as usize],
         }
     }
 

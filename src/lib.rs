@@ -21,6 +21,7 @@ pub mod exit;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod input;
+pub mod nat;
 pub mod nesting;
 pub mod progress;
 pub mod report;

@@ -114,7 +114,23 @@ pub fn align(captures: &[HostCapture], method: Method) -> Alignment {
 /// sign (+9% under one-way queueing, which biases every pair the same way), so it is
 /// not the default.
 pub fn align_with(captures: &[HostCapture], method: Method, least_squares: bool) -> Alignment {
-    let (samples, pairing) = pairing::pair_samples(captures);
+    align_paired(
+        captures,
+        &pairing::pair_samples(captures),
+        method,
+        least_squares,
+    )
+}
+
+/// Like [`align_with`], from the segments already paired.
+pub fn align_paired(
+    captures: &[HostCapture],
+    paired: &pairing::Pairing,
+    method: Method,
+    least_squares: bool,
+) -> Alignment {
+    let samples = &paired.samples;
+    let pairing = paired.stats.clone();
     let options = FitOptions {
         method,
         ..FitOptions::default()

@@ -48,6 +48,9 @@ pub struct Segment<'a> {
     /// The payload's length on the wire; more than `payload.len()` when the capture's
     /// snaplen cut the packet short.
     pub wire_len: usize,
+    /// The IPv4 time to live or IPv6 hop limit: a sender sets 64, 128 or 255, and each
+    /// router on the way takes one off.
+    pub ttl: u8,
 }
 
 /// Decodes a frame, counting in `stats` why it is skipped when it carries no TCP or
@@ -91,13 +94,14 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
         stats.skip("not IP (ARP, LLDP, ...)");
         return None;
     };
-    let (from_ip, to_ip, ip_payload) = match net {
+    let (from_ip, to_ip, ip_payload, ttl) = match net {
         LaxNetSlice::Ipv4(ip) => {
             stats.ipv4 += 1;
             (
                 IpAddr::V4(ip.header().source_addr()),
                 IpAddr::V4(ip.header().destination_addr()),
                 ip.payload(),
+                ip.header().ttl(),
             )
         }
         LaxNetSlice::Ipv6(ip) => {
@@ -106,6 +110,7 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
                 IpAddr::V6(ip.header().source_addr()),
                 IpAddr::V6(ip.header().destination_addr()),
                 ip.payload(),
+                ip.header().hop_limit(),
             )
         }
         LaxNetSlice::Arp(_) => {
@@ -146,6 +151,7 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
                 }),
                 payload: tcp.payload(),
                 wire_len,
+                ttl,
             }
         }
         Some(TransportSlice::Udp(udp)) => {
@@ -157,6 +163,7 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
                 transport: Transport::Udp,
                 payload: &udp.payload()[..udp.payload().len().min(wire_len)],
                 wire_len: wire_len.max(udp.payload().len().min(wire_len)),
+                ttl,
             }
         }
         Some(_) => {

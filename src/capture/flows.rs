@@ -655,6 +655,7 @@ mod tests {
             }),
             payload,
             wire_len: payload.len(),
+            ttl: 64,
         }
     }
 
@@ -773,6 +774,7 @@ mod udp_tests {
             transport: Transport::Udp,
             payload,
             wire_len: payload.len(),
+            ttl: 64,
         }
     }
 

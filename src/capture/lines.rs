@@ -9,13 +9,14 @@ use crate::trace::text::{self, LineFields};
 use crate::trace::Nanos;
 use hashbrown::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// Writes one capture's messages as lines; `clock` turns its times into the reference
 /// clock.
 pub struct LineWriter<'a> {
     names: &'a BTreeMap<IpAddr, String>,
     local: &'a BTreeSet<IpAddr>,
+    translated: &'a HashMap<(SocketAddr, SocketAddr), (SocketAddr, SocketAddr)>,
     truth: &'a BTreeMap<String, String>,
     clock: &'a (dyn Fn(Nanos) -> Nanos + Sync),
     /// Each endpoint's text, formatted once: a call id names two of them.
@@ -38,6 +39,7 @@ impl<'a> LineWriter<'a> {
         LineWriter {
             names,
             local: &capture.local,
+            translated: &capture.translated,
             truth,
             clock,
             endpoints: Vec::new(),
@@ -65,13 +67,32 @@ impl<'a> LineWriter<'a> {
                 super::Side::Client => (client, server),
                 super::Side::Server => (server, client),
             };
+            let end = end_seen(self.local, from, to);
             self.call_id.clear();
-            push_call_id(
-                &mut self.call_id,
-                message,
-                &self.endpoints[message.client as usize],
-                &self.endpoints[message.server as usize],
-            );
+            let (from, to) = match self.translated.get(&(client, server)) {
+                // Named as each end names itself, as `add_to_trace` does.
+                Some(&(client, server)) => {
+                    push_call_id(
+                        &mut self.call_id,
+                        message,
+                        &client.to_string(),
+                        &server.to_string(),
+                    );
+                    match framed.from {
+                        super::Side::Client => (client, server),
+                        super::Side::Server => (server, client),
+                    }
+                }
+                None => {
+                    push_call_id(
+                        &mut self.call_id,
+                        message,
+                        &self.endpoints[message.client as usize],
+                        &self.endpoints[message.server as usize],
+                    );
+                    (from, to)
+                }
+            };
             for address in [from.ip(), to.ip()] {
                 let names = self.names;
                 self.hosts
@@ -85,7 +106,7 @@ impl<'a> LineWriter<'a> {
                 &LineFields {
                     time: (self.clock)(framed.first),
                     kind: framed.kind,
-                    end: end_seen(self.local, from, to),
+                    end,
                     sender,
                     receiver,
                     call_id: &self.call_id,

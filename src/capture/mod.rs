@@ -12,6 +12,7 @@ pub mod decode;
 pub mod file;
 pub mod flows;
 pub mod lines;
+pub mod own;
 pub mod protocol;
 pub mod spill;
 pub mod stats;
@@ -20,6 +21,8 @@ pub mod write;
 use crate::trace::{End, Message, TraceBuilder, Truth};
 use flows::{CaptureMessage, Flows, ProtocolChoice};
 use hashbrown::HashMap;
+pub use own::Uncertain;
+use own::{decide_local_addresses, fresh_ttl, local_addresses};
 use protocol::{ProtocolName, Side};
 use rayon::prelude::*;
 use stats::FileStats;
@@ -155,6 +158,9 @@ pub struct HostCapture {
     pub local_uncertain: Option<Uncertain>,
     /// Packets per address pair, from which `local` is decided.
     pairs: BTreeMap<(IpAddr, IpAddr), u64>,
+    /// Source addresses whose packets mostly came with less time to live than a sender
+    /// sets: they crossed a router to get here, so they are not this host's own.
+    routed: BTreeSet<IpAddr>,
     /// The TCP segments seen, by route, when [`CaptureOptions::clock_stamps`] asks.
     pub stamps: Vec<RouteStamps>,
     endpoints: Vec<SocketAddr>,
@@ -167,6 +173,11 @@ pub struct HostCapture {
     propagated: Vec<String>,
     /// The messages, when they were kept on disk instead.
     spilled: Option<spill::Spilled>,
+    /// Connections that address translation (NAT) stood in: a direction's (source,
+    /// destination) as this capture saw it → as the two ends' own captures saw
+    /// themselves, learned by [`crate::nat::learn`]. Call ids and node names use the
+    /// latter, so that both ends of a message name one call.
+    pub translated: HashMap<(SocketAddr, SocketAddr), (SocketAddr, SocketAddr)>,
 }
 
 /// The TCP segments from one address to another in one capture, for finding the same
@@ -184,12 +195,32 @@ pub struct RouteStamps {
 /// One TCP segment: what identifies it across captures, and when this host saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentStamp {
-    /// A digest of the ports, sequence and acknowledgement numbers, flags, payload
-    /// length and the first payload bytes: equal in the sender's and the receiver's
-    /// capture, and unequal for different segments but by a 2⁻⁶⁴ chance.
+    /// A digest of the sequence and acknowledgement numbers, flags and the first
+    /// payload bytes: equal in the sender's and the receiver's capture, and unequal for
+    /// different segments but by a 2⁻⁶⁴ chance. Neither addresses nor ports enter it,
+    /// since address translation (NAT) changes them between the two ends, nor the
+    /// length, since segmentation offloads cut one segment differently at each end.
     pub key: u64,
     /// When this host captured it, in its own clock.
     pub time: crate::trace::Nanos,
+    /// Its source and destination ports, as this host saw them.
+    pub ports: (u16, u16),
+    /// Its sequence number.
+    pub seq: u32,
+    /// Its acknowledgement number.
+    pub ack: u32,
+    /// Its payload's length on the wire.
+    pub len: u32,
+}
+
+impl SegmentStamp {
+    /// Its source and destination as this host saw them, on `route`.
+    pub fn ends(&self, route: &RouteStamps) -> (SocketAddr, SocketAddr) {
+        (
+            SocketAddr::new(route.from, self.ports.0),
+            SocketAddr::new(route.to, self.ports.1),
+        )
+    }
 }
 
 /// Payload bytes in a segment's key: few enough to survive any snaplen a capture
@@ -202,8 +233,6 @@ pub fn segment_key(segment: &decode::Segment, tcp: &decode::TcpFields) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     // Fixed seeds: keys must be equal in different captures and runs.
     let mut hasher = foldhash::quality::FixedState::with_seed(0x5eed_b1ac).build_hasher();
-    hasher.write_u16(segment.from.port());
-    hasher.write_u16(segment.to.port());
     hasher.write_u32(tcp.seq);
     hasher.write_u32(tcp.ack);
     hasher.write_u8(
@@ -212,12 +241,34 @@ pub fn segment_key(segment: &decode::Segment, tcp: &decode::TcpFields) -> u64 {
             | u8::from(tcp.fin) << 2
             | u8::from(tcp.rst) << 3,
     );
-    hasher.write_usize(segment.wire_len);
     hasher.write(&segment.payload[..segment.payload.len().min(KEYED_PAYLOAD)]);
     hasher.finish()
 }
 
 impl HostCapture {
+    /// A capture that holds only its own addresses and segments' stamps, as pairing
+    /// sees one: for tests of what is matched across captures.
+    pub fn from_stamps(host: &str, local: BTreeSet<IpAddr>, stamps: Vec<RouteStamps>) -> Self {
+        HostCapture {
+            path: PathBuf::from(host),
+            host: host.to_string(),
+            stats: FileStats::default(),
+            stopped: None,
+            local,
+            local_uncertain: None,
+            pairs: BTreeMap::new(),
+            routed: BTreeSet::new(),
+            stamps,
+            endpoints: Vec::new(),
+            messages: Vec::new(),
+            message_count: 0,
+            operations: Vec::new(),
+            propagated: Vec::new(),
+            spilled: None,
+            translated: HashMap::new(),
+        }
+    }
+
     /// Messages built from this file.
     pub fn messages(&self) -> usize {
         self.message_count
@@ -316,6 +367,7 @@ pub fn read_capture_into<R: Read + Send>(
                     transport: record.transport,
                     payload: &batch.payloads[record.payload.clone()],
                     wire_len: record.wire_len,
+                    ttl: record.ttl,
                 };
                 flows.segment(record.time, &segment, &mut stats);
             }
@@ -339,7 +391,7 @@ pub fn read_capture_into<R: Read + Send>(
         let read = reading.join().expect("the reading thread does not panic");
         (read, (followed, stats, handed_on))
     });
-    let (stopped, pairs, stamps, mut stats) = read?;
+    let (stopped, pairs, routed, stamps, mut stats) = read?;
     let (followed, flow_stats, handed_on) = followed;
     stats.add(&flow_stats);
     Ok(HostCapture {
@@ -350,6 +402,7 @@ pub fn read_capture_into<R: Read + Send>(
         local: local_addresses(&pairs, &BTreeSet::new()).0,
         local_uncertain: None,
         pairs,
+        routed,
         stamps,
         endpoints: followed.endpoints,
         message_count: handed_on + followed.messages.len(),
@@ -357,6 +410,7 @@ pub fn read_capture_into<R: Read + Send>(
         operations: followed.operations,
         propagated: followed.propagated,
         spilled: None,
+        translated: HashMap::new(),
     })
 }
 
@@ -374,6 +428,7 @@ struct SegmentRecord {
     transport: decode::Transport,
     payload: std::ops::Range<usize>,
     wire_len: usize,
+    ttl: u8,
 }
 
 /// Payload bytes per batch before it is sent on.
@@ -382,6 +437,7 @@ const BATCH_BYTES: usize = 1 << 20;
 type ReadSegments = (
     Option<file::Stopped>,
     BTreeMap<(IpAddr, IpAddr), u64>,
+    BTreeSet<IpAddr>,
     Vec<RouteStamps>,
     FileStats,
 );
@@ -404,6 +460,10 @@ fn read_segments<R: Read + Send>(
     // are counted before they are hashed: a host's capture is mostly long runs.
     let mut pairs: HashMap<(IpAddr, IpAddr), u64> = HashMap::new();
     let mut run: Option<((IpAddr, IpAddr), u64)> = None;
+    // Packets per source address with a time to live a sender sets, and with less,
+    // counted in runs as the pairs are.
+    let mut ttls: HashMap<IpAddr, [u64; 2]> = HashMap::new();
+    let mut ttl_run: Option<(IpAddr, bool, u64)> = None;
     let mut batch = SegmentBatch::default();
     let mut receiver_gone = false;
     let stopped = file::read_frames(path, input, &mut stats, |frame, stats| {
@@ -413,11 +473,20 @@ fn read_segments<R: Read + Send>(
         };
         let (a, b) = (segment.from.ip(), segment.to.ip());
         let pair = (a.min(b), a.max(b));
+        let fresh = fresh_ttl(segment.ttl);
         match &mut run {
             Some((current, n)) if *current == pair => *n += 1,
             _ => {
                 if let Some((done, n)) = run.replace((pair, 1)) {
                     *pairs.entry(done).or_default() += n;
+                }
+            }
+        }
+        match &mut ttl_run {
+            Some((source, was_fresh, n)) if *source == a && *was_fresh == fresh => *n += 1,
+            _ => {
+                if let Some((source, was_fresh, n)) = ttl_run.replace((a, fresh, 1)) {
+                    ttls.entry(source).or_default()[usize::from(was_fresh)] += n;
                 }
             }
         }
@@ -443,6 +512,10 @@ fn read_segments<R: Read + Send>(
                 routes[index].stamps.push(SegmentStamp {
                     key,
                     time: frame.time,
+                    ports: (segment.from.port(), segment.to.port()),
+                    seq: tcp.seq,
+                    ack: tcp.ack,
+                    len: u32::try_from(segment.wire_len).unwrap_or(u32::MAX),
                 });
             }
         }
@@ -455,6 +528,7 @@ fn read_segments<R: Read + Send>(
             transport: segment.transport,
             payload: start..batch.payloads.len(),
             wire_len: segment.wire_len,
+            ttl: segment.ttl,
         });
         if batch.payloads.len() >= BATCH_BYTES || batch.records.len() >= 16_384 {
             let empty = recycled.try_recv().unwrap_or_default();
@@ -469,148 +543,16 @@ fn read_segments<R: Read + Send>(
     if let Some((done, n)) = run {
         *pairs.entry(done).or_default() += n;
     }
-    routes.sort_by_key(|r| (r.from, r.to));
-    Ok((stopped, pairs.into_iter().collect(), routes, stats))
-}
-
-/// Decides every capture's own addresses together. A host that talks to one peer only
-/// (a cache behind one application server) sees that peer in exactly as many packets as
-/// itself; the tie is broken by the other captures: the peer is the one another capture
-/// shows, unambiguously, to be its own. Where nothing breaks it, or a capture holds too
-/// few packets, the choice is marked a guess ([`Uncertain`]). Addresses that `names`
-/// gives a capture's host name are its own, whatever the traffic says.
-pub fn decide_local_addresses(captures: &mut [HostCapture], names: &BTreeMap<IpAddr, String>) {
-    let first: Vec<(BTreeSet<IpAddr>, bool)> = captures
-        .iter()
-        .map(|c| local_addresses(&c.pairs, &BTreeSet::new()))
+    if let Some((source, fresh, n)) = ttl_run {
+        ttls.entry(source).or_default()[usize::from(fresh)] += n;
+    }
+    let routed = ttls
+        .into_iter()
+        .filter(|(_, [aged, fresh])| aged > fresh)
+        .map(|(address, _)| address)
         .collect();
-    for (index, capture) in captures.iter_mut().enumerate() {
-        let packets: u64 = capture.pairs.values().sum();
-        let mut tied = first[index].1;
-        capture.local = first[index].0.clone();
-        if tied {
-            let claimed: BTreeSet<IpAddr> = first
-                .iter()
-                .enumerate()
-                .filter(|&(other, (_, tied))| other != index && !tied)
-                .flat_map(|(_, (local, _))| local.iter().copied())
-                .collect();
-            // The tie is broken by evidence only when another capture claims one of
-            // this capture's addresses; otherwise the lowest address wins, a guess.
-            tied = !capture
-                .pairs
-                .keys()
-                .any(|(a, b)| claimed.contains(a) || claimed.contains(b));
-            capture.local = local_addresses(&capture.pairs, &claimed).0;
-        }
-        // Addresses `--names` gives the capture's host name are its own, whatever the
-        // traffic suggests: the way out of a wrong guess.
-        let named: BTreeSet<IpAddr> = names
-            .iter()
-            .filter(|(address, name)| {
-                **name == capture.host
-                    && capture
-                        .pairs
-                        .keys()
-                        .any(|(a, b)| a == *address || b == *address)
-            })
-            .map(|(address, _)| *address)
-            .collect();
-        if !named.is_empty() {
-            capture.local = named;
-            capture.local_uncertain = None;
-            continue;
-        }
-        capture.local_uncertain = if packets > 0 && packets < FEW_PACKETS {
-            Some(Uncertain::FewPackets(packets))
-        } else if tied {
-            Some(Uncertain::Tie)
-        } else {
-            None
-        };
-    }
-}
-
-/// Fewer IP packets than this tell a host's own address only weakly.
-const FEW_PACKETS: u64 = 20;
-
-/// Why a capture's own address is only a guess.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Uncertain {
-    /// Two addresses are ends of as many packets, and no other capture claims either.
-    Tie,
-    /// Too few packets to tell.
-    FewPackets(u64),
-}
-
-impl std::fmt::Display for Uncertain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Uncertain::Tie => f.write_str("two addresses are ends of as many packets"),
-            Uncertain::FewPackets(n) => write!(f, "only {n} IP packets"),
-        }
-    }
-}
-
-/// Whether `address` can be a host's own: broadcast, multicast and unspecified
-/// addresses are ends of packets but never a capturing host's address. (An address
-/// ending in .255 is a subnet's broadcast under every mask of /24 or wider.)
-fn can_be_own(address: IpAddr) -> bool {
-    match address {
-        IpAddr::V4(v4) => {
-            !(v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_unspecified()
-                || v4.octets()[3] == 255)
-        }
-        IpAddr::V6(v6) => !(v6.is_multicast() || v6.is_unspecified()),
-    }
-}
-
-/// The capturing host's addresses: the fewest addresses that are an end of nearly every
-/// packet (greedy cover of the address pairs, stopping when what is left is under 1%).
-/// A capture on one host gives its address; a capture of a whole network (a mirror
-/// port) gives many.
-///
-/// Returns the addresses and whether the first choice was a tie; ties go to addresses
-/// not in `claimed`, then to the lowest address.
-fn local_addresses(
-    pairs: &BTreeMap<(IpAddr, IpAddr), u64>,
-    claimed: &BTreeSet<IpAddr>,
-) -> (BTreeSet<IpAddr>, bool) {
-    let total: u64 = pairs.values().sum();
-    let sorted: Vec<(&(IpAddr, IpAddr), &u64)> = pairs.iter().collect();
-    let mut tied = false;
-    let mut local = BTreeSet::new();
-    let mut uncovered = total;
-    while uncovered * 100 > total {
-        let mut counts: BTreeMap<IpAddr, u64> = BTreeMap::new();
-        for (&(a, b), &n) in &sorted {
-            if local.contains(&a) || local.contains(&b) {
-                continue;
-            }
-            for end in [a, b] {
-                if can_be_own(end) && (end != b || a != b) {
-                    *counts.entry(end).or_default() += n;
-                }
-            }
-        }
-        // Most packets first; ties to an unclaimed address, then to the lowest, so the
-        // choice is repeatable.
-        let Some((&best, &covered)) = counts.iter().max_by(|x, y| {
-            x.1.cmp(y.1)
-                .then_with(|| claimed.contains(y.0).cmp(&claimed.contains(x.0)))
-                .then_with(|| y.0.cmp(x.0))
-        }) else {
-            break;
-        };
-        if local.is_empty() {
-            tied = counts.values().filter(|&&n| n == covered).count() > 1;
-        }
-        local.insert(best);
-        uncovered -= covered;
-    }
-    (local, tied)
+    routes.sort_by_key(|r| (r.from, r.to));
+    Ok((stopped, pairs.into_iter().collect(), routed, routes, stats))
 }
 
 /// Reads every capture (in parallel) from its stream, named by its path, and decides
@@ -668,6 +610,8 @@ pub fn add_to_trace(
         // The capture's few operation names, each interned once, when first met.
         let mut operation_ids = vec![None; capture.operations.len()];
         let mut propagated_ids = vec![None; capture.propagated.len()];
+        let mut translated_nodes: HashMap<(SocketAddr, bool), crate::trace::NodeId> =
+            HashMap::new();
         for message in &capture.messages {
             let client = capture.endpoints[message.client as usize];
             let server = capture.endpoints[message.server as usize];
@@ -676,24 +620,45 @@ pub fn add_to_trace(
                 Side::Client => (client, server, false),
                 Side::Server => (server, client, true),
             };
-            let mut node = |index: u32, address: SocketAddr, serving: bool| {
-                *ids.entry((index, serving))
-                    .or_insert_with(|| builder.node(&node_of(address, serving)))
-            };
-            let (from_index, to_index) = match framed.from {
-                Side::Client => (message.client, message.server),
-                Side::Server => (message.server, message.client),
-            };
-            let sender = node(from_index, from, from_serves);
-            let receiver = node(to_index, to, !from_serves);
             let end = end_seen(&capture.local, from, to);
             text.clear();
-            push_call_id(
-                &mut text,
-                message,
-                &endpoint_text[message.client as usize],
-                &endpoint_text[message.server as usize],
-            );
+            let (sender, receiver) = match capture.translated.get(&(client, server)) {
+                // Named as each end names itself: the call id and the nodes both ends
+                // agree on.
+                Some(&(client, server)) => {
+                    push_call_id(&mut text, message, &client.to_string(), &server.to_string());
+                    let (from, to) = match framed.from {
+                        Side::Client => (client, server),
+                        Side::Server => (server, client),
+                    };
+                    let mut node = |address: SocketAddr, serving: bool| {
+                        *translated_nodes
+                            .entry((address, serving))
+                            .or_insert_with(|| builder.node(&node_of(address, serving)))
+                    };
+                    (node(from, from_serves), node(to, !from_serves))
+                }
+                None => {
+                    push_call_id(
+                        &mut text,
+                        message,
+                        &endpoint_text[message.client as usize],
+                        &endpoint_text[message.server as usize],
+                    );
+                    let mut node = |index: u32, address: SocketAddr, serving: bool| {
+                        *ids.entry((index, serving))
+                            .or_insert_with(|| builder.node(&node_of(address, serving)))
+                    };
+                    let (from_index, to_index) = match framed.from {
+                        Side::Client => (message.client, message.server),
+                        Side::Server => (message.server, message.client),
+                    };
+                    (
+                        node(from_index, from, from_serves),
+                        node(to_index, to, !from_serves),
+                    )
+                }
+            };
             let call_id = builder.call_id(&text);
             if let Some(name) = capture.operations.get(framed.operation.0 as usize) {
                 let id = *operation_ids[framed.operation.0 as usize]
@@ -790,11 +755,23 @@ fn services_per_host(
     for capture in captures {
         // Each server once, not once per message: naming it formats its address.
         let mut serving = vec![false; capture.endpoints.len()];
+        // Servers behind a translation, by their own address.
+        let mut translated = BTreeSet::new();
         for message in &capture.messages {
-            serving[message.server as usize] = true;
+            let ends = (
+                capture.endpoints[message.client as usize],
+                capture.endpoints[message.server as usize],
+            );
+            match capture.translated.get(&ends) {
+                Some(&(_, server)) => {
+                    translated.insert(server);
+                }
+                None => serving[message.server as usize] = true,
+            }
         }
         let servers = serving.iter().enumerate().filter(|(_, &s)| s);
-        for server in servers.map(|(at, _)| capture.endpoints[at]) {
+        let servers = servers.map(|(at, _)| capture.endpoints[at]);
+        for server in servers.chain(translated) {
             let host = names
                 .get(&server.ip())
                 .cloned()
@@ -885,45 +862,4 @@ pub fn parse_protocol_override(text: &str) -> Result<(u16, ProtocolName), String
         format!("unknown protocol `{name}` (known: {})", known.join(", "))
     })?;
     Ok((port, protocol))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pairs(list: &[(&str, &str, u64)]) -> BTreeMap<(IpAddr, IpAddr), u64> {
-        list.iter()
-            .map(|(a, b, n)| ((a.parse().unwrap(), b.parse().unwrap()), *n))
-            .collect()
-    }
-
-    fn own(list: &[(&str, &str, u64)]) -> Vec<String> {
-        let (local, _) = local_addresses(&pairs(list), &BTreeSet::new());
-        local.iter().map(|a| a.to_string()).collect()
-    }
-
-    #[test]
-    fn broadcast_and_multicast_addresses_are_never_a_hosts_own() {
-        // The subnet's broadcast address sorts first and is an end of every packet.
-        assert_eq!(own(&[("10.0.1.3", "10.0.0.255", 40)]), ["10.0.1.3"]);
-        assert_eq!(own(&[("10.0.1.3", "255.255.255.255", 40)]), ["10.0.1.3"]);
-        assert_eq!(
-            own(&[
-                ("192.168.1.9", "224.0.0.251", 90),
-                ("192.168.1.9", "192.168.1.20", 10)
-            ]),
-            ["192.168.1.9"]
-        );
-        assert_eq!(own(&[("fe80::9", "ff02::fb", 50)]), ["fe80::9"]);
-    }
-
-    #[test]
-    fn unicast_addresses_can_be_a_hosts_own() {
-        for address in ["10.0.0.1", "10.0.0.254", "fe80::1", "2001:db8::255"] {
-            assert!(can_be_own(address.parse().unwrap()), "{address}");
-        }
-        for address in ["0.0.0.0", "239.255.255.250", "10.1.2.255", "::", "ff05::2"] {
-            assert!(!can_be_own(address.parse().unwrap()), "{address}");
-        }
-    }
 }

@@ -745,6 +745,11 @@ fn report_loaded(input: Input, quiet: bool) -> Result<Loaded> {
     };
     let warnings = text(&|w| report::input::write_warnings(&input, w))?;
     let captures = text(&|w| report::input::write_captures(&input, w))?;
+    let translations = input
+        .translations
+        .as_ref()
+        .map(|t| text(&|w| report::translation::write_translations(t, w)))
+        .transpose()?;
     let alignment = input
         .alignment
         .as_ref()
@@ -759,6 +764,9 @@ fn report_loaded(input: Input, quiet: bool) -> Result<Loaded> {
     stderr.write_all(warnings.as_bytes())?;
     if !quiet {
         stderr.write_all(captures.as_bytes())?;
+        if let Some(table) = &translations {
+            stderr.write_all(table.as_bytes())?;
+        }
         if let Some(table) = &alignment {
             stderr.write_all(table.as_bytes())?;
         }

@@ -80,6 +80,9 @@ pub struct Input {
     pub capture_totals: Option<FileStats>,
     /// The clock alignment, when captures were aligned.
     pub alignment: Option<Alignment>,
+    /// The address translations (NAT) found between captures, when there were two or
+    /// more.
+    pub translations: Option<crate::nat::Translations>,
     /// What the causality repair moved, when it ran.
     pub repair: Option<Repaired>,
     /// What the user should know even with `--quiet`, in order.
@@ -183,7 +186,8 @@ pub fn read_sources(sources: Vec<Source>, options: &InputOptions) -> Result<Inpu
     let mut input = empty_input();
     if !captures.is_empty() {
         let mut capture_options = options.capture.clone();
-        capture_options.clock_stamps = options.align.is_some() && captures.len() > 1;
+        // Stamps join connection ends across address translation, and align the clocks.
+        capture_options.clock_stamps = captures.len() > 1;
         let read = read_captures(captures, &capture_options, options.progress)?;
         add_captures(read, options, &mut builder, &mut input);
     }
@@ -375,6 +379,7 @@ fn empty_input() -> Input {
         captures: Vec::new(),
         capture_totals: None,
         alignment: None,
+        translations: None,
         repair: None,
         warnings: Vec::new(),
     }
@@ -383,13 +388,12 @@ fn empty_input() -> Input {
 /// Aligns `read` when asked, adds every message end to `builder` in the reference
 /// clock, and reports in `input` what the captures held and what to warn of.
 fn add_captures(
-    read: Vec<capture::HostCapture>,
+    mut read: Vec<capture::HostCapture>,
     options: &InputOptions,
     builder: &mut TraceBuilder,
     input: &mut Input,
 ) {
-    let method = options.align.filter(|_| read.len() > 1);
-    let alignment = method.map(|method| align::align_with(&read, method, options.least_squares));
+    let (translations, alignment) = join_and_align(&mut read, options);
     match &alignment {
         Some(alignment) => capture::add_to_trace(
             &read,
@@ -399,15 +403,36 @@ fn add_captures(
         ),
         None => capture::add_to_trace(&read, &options.capture, capture::same_clock, builder),
     }
-    report_captures(read, alignment, input);
+    report_captures(read, alignment, translations, input);
+}
+
+/// With two captures or more: their segments paired ([`align::pairing`]), each
+/// capture's connections named as their ends name themselves where an address
+/// translation stood between them ([`crate::nat`]), and their clocks aligned when
+/// `options` ask.
+pub(crate) fn join_and_align(
+    read: &mut [capture::HostCapture],
+    options: &InputOptions,
+) -> (Option<crate::nat::Translations>, Option<Alignment>) {
+    if read.len() < 2 {
+        return (None, None);
+    }
+    let paired = align::pairing::pair_samples(read);
+    let translations = crate::nat::learn(read, &paired.links);
+    let alignment = options
+        .align
+        .map(|method| align::align_paired(read, &paired, method, options.least_squares));
+    (Some(translations), alignment)
 }
 
 /// What `read` held and warned of, and the alignment, into `input`.
 fn report_captures(
     read: Vec<capture::HostCapture>,
     alignment: Option<Alignment>,
+    translations: Option<crate::nat::Translations>,
     input: &mut Input,
 ) {
+    input.translations = translations;
     for host in &read {
         if let Some(stopped) = &host.stopped {
             input.warnings.push(InputWarning::CutShort {

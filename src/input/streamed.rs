@@ -11,7 +11,6 @@
 use super::source::Source;
 use super::InputOptions;
 use super::{add_captures, empty_input, finish, read_captures, report_captures, Input, InputError};
-use crate::align;
 use crate::capture::spill::Spilled;
 use crate::capture::{self, lines::LineWriter, MessageBatch};
 use crate::nesting::NestOptions;
@@ -81,7 +80,7 @@ pub fn nest_captures(
 ) -> Result<(Input, Outcome), InputError> {
     let total: u64 = sources.iter().filter_map(Source::stored_size).sum();
     let mut first = options.capture.clone();
-    first.clock_stamps = options.align.is_some() && sources.len() > 1;
+    first.clock_stamps = sources.len() > 1;
     // About 150 bytes a packet: keep STAMPS of the segments, at most.
     let share = (STAMPS / (total as f64 / 150.0).max(1.0)).min(1.0);
     first.stamp_sample = (u64::MAX as f64 * share) as u64;
@@ -102,8 +101,7 @@ pub fn nest_captures(
             Outcome::Whole(Trace::default()),
         ));
     }
-    let method = options.align.filter(|_| read.len() > 1);
-    let alignment = method.map(|method| align::align_with(&read, method, options.least_squares));
+    let (translations, alignment) = super::join_and_align(&mut read, options);
     let names = capture::node_names(&read, &options.capture);
     let clocks: Vec<Box<dyn Fn(Nanos) -> Nanos + Sync>> = (0..read.len())
         .map(|index| -> Box<dyn Fn(Nanos) -> Nanos + Sync> {
@@ -159,7 +157,7 @@ pub fn nest_captures(
     progress.finish();
     drop(clocks);
     let mut input = empty_input();
-    report_captures(read, alignment, &mut input);
+    report_captures(read, alignment, translations, &mut input);
     // What was read is packets of captures, not lines: the lines were ours.
     let stats = match &mut outcome {
         Outcome::Whole(trace) => &mut trace.stats,

@@ -73,8 +73,15 @@ pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result
     let p = &alignment.pairing;
     writeln!(
         out,
-        "  segments: {} ends between captured hosts, {} matched at both ends; left out: {} repeated (retransmissions), {} seen at one end only",
-        p.segments, p.matched, p.repeated, p.one_ended
+        "  segments: {} ends between captured hosts, {} matched at both ends{}; left out: {} repeated (retransmissions), {} seen at one end only",
+        p.segments,
+        p.matched,
+        match p.pieces {
+            0 => String::new(),
+            pieces => format!(", {pieces} found inside a longer segment of the other end (segmentation offloads)"),
+        },
+        p.repeated,
+        p.one_ended
     )?;
     for pair in &alignment.pairs {
         let mut notes = Vec::new();

@@ -18,6 +18,7 @@ pub mod paths;
 pub mod summary;
 pub mod svg;
 pub mod table;
+pub mod translation;
 pub mod windows;
 
 use crate::nesting::{NestOptions, Nesting};

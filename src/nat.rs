@@ -8,7 +8,7 @@
 //! address; and the table of translations for reports. Does not own finding the
 //! segments (pairing) or naming nodes (`capture`).
 
-use crate::align::pairing::Link;
+use crate::align::pairing::Pairing;
 use crate::capture::HostCapture;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,6 +27,26 @@ pub struct Translations {
     /// Connection views that matched two different connections (a port reused for a
     /// connection translated elsewhere): the one with more segments was kept.
     pub conflicts: usize,
+    /// Addresses that stood for several captured hosts: a service's replicas.
+    pub services: Vec<Service>,
+    /// Per capture that saw connections between two other captured hosts pass (a
+    /// node's capture of its pods), how many: their messages are taken from the two
+    /// ends' captures ([`HostCapture::passed`]).
+    pub passed: Vec<(String, usize)>,
+}
+
+/// An address (a Kubernetes ClusterIP or NodePort, a load balancer's) that callers
+/// used for two or more captured hosts: replicas of one service, one node unless
+/// `--node-by pod` ([`HostCapture::replica_of`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Service {
+    /// The address callers used.
+    pub address: SocketAddr,
+    /// The node's name: what the replicas' names begin with (`app` for `app-0` and
+    /// `app-1`), else the address.
+    pub name: String,
+    /// The replicas' host names, in order.
+    pub replicas: Vec<String>,
 }
 
 /// One translation, as the host that saw it: it named `meant` (another captured host's
@@ -50,11 +70,13 @@ pub struct TranslationRow {
     pub connections: usize,
 }
 
-/// Learns, from `links`, every capture's translated connections and sets them
-/// ([`HostCapture::translated`]); returns the table. A link names one direction of a
+/// Learns, from the links `pairing` found, every capture's translated connections and
+/// sets them ([`HostCapture::translated`]), and the connections each capture saw only
+/// pass ([`HostCapture::passed`]); returns the table. A link names one direction of a
 /// connection as its sender's capture and as its receiver's saw it; the sender's own
 /// address is how its source is meant, the receiver's own how its destination is.
-pub fn learn(captures: &mut [HostCapture], links: &BTreeMap<Link, u64>) -> Translations {
+pub fn learn(captures: &mut [HostCapture], pairing: &Pairing) -> Translations {
+    let links = &pairing.links;
     // Per capture, per view of a direction, the meant direction with its segments.
     let mut votes: Vec<BTreeMap<Direction, BTreeMap<Direction, u64>>> =
         vec![BTreeMap::new(); captures.len()];
@@ -79,6 +101,8 @@ pub fn learn(captures: &mut [HostCapture], links: &BTreeMap<Link, u64>) -> Trans
     let mut joined: BTreeSet<(SocketAddr, SocketAddr)> = BTreeSet::new();
     // Per (host, seen address, meant address): the ports of each side, per connection.
     let mut grouped: BTreeMap<(usize, IpAddr, IpAddr), Vec<(u16, u16)>> = BTreeMap::new();
+    // Per destination seen, the destinations meant.
+    let mut destinations: BTreeMap<SocketAddr, BTreeSet<SocketAddr>> = BTreeMap::new();
     for (index, votes) in votes.into_iter().enumerate() {
         let mut translated = hashbrown::HashMap::new();
         for (seen, meant) in votes {
@@ -101,11 +125,29 @@ pub fn learn(captures: &mut [HostCapture], links: &BTreeMap<Link, u64>) -> Trans
             if seen != meant {
                 translated.insert(seen, meant);
             }
+            if seen.1 != meant.1 {
+                destinations.entry(seen.1).or_default().insert(meant.1);
+            }
         }
         captures[index].translated = translated;
     }
     translations.connections = joined.len();
+    for &(index, (from, to)) in &pairing.passed {
+        let passed = &mut captures[index].passed;
+        passed.insert((from, to));
+        passed.insert((to, from));
+    }
+    for capture in captures.iter() {
+        if !capture.passed.is_empty() {
+            // Both directions of each connection are in.
+            let connections = capture.passed.len() / 2;
+            translations
+                .passed
+                .push((capture.host.clone(), connections));
+        }
+    }
     let owner = owners(captures);
+    translations.services = services(captures, &destinations, &owner);
     for ((index, seen, meant), ports) in grouped {
         let same = |side: fn(&(u16, u16)) -> u16| {
             let first = side(&ports[0]);
@@ -125,6 +167,58 @@ pub fn learn(captures: &mut [HostCapture], links: &BTreeMap<Link, u64>) -> Trans
     }
     translations.rows.sort();
     translations
+}
+
+/// The addresses that stood for two or more captured hosts, each such host given to
+/// the first of them (in order of address) as one of its replicas.
+fn services(
+    captures: &mut [HostCapture],
+    destinations: &BTreeMap<SocketAddr, BTreeSet<SocketAddr>>,
+    owner: &BTreeMap<IpAddr, usize>,
+) -> Vec<Service> {
+    let mut services = Vec::new();
+    for (&address, meant) in destinations {
+        let hosts: BTreeSet<usize> = meant
+            .iter()
+            .filter_map(|m| owner.get(&m.ip()).copied())
+            .collect();
+        if hosts.len() < 2 {
+            continue;
+        }
+        let replicas: Vec<String> = hosts.iter().map(|&h| captures[h].host.clone()).collect();
+        let name = shared_stem(&replicas).unwrap_or_else(|| address.ip().to_string());
+        for &host in &hosts {
+            captures[host]
+                .replica_of
+                .get_or_insert_with(|| name.clone());
+        }
+        services.push(Service {
+            address,
+            name,
+            replicas,
+        });
+    }
+    services
+}
+
+/// What every name begins with, less the separators (`-`, `_`, `.`) it ends in: `app`
+/// for `app-0` and `app-1` (a StatefulSet's pods), `shop-web-7d9f` for a Deployment's
+/// `shop-web-7d9f-x2` and `shop-web-7d9f-q8` (its pod template's hash cannot be told
+/// from a word; `--names` gives better). `None` where they share nothing.
+fn shared_stem(names: &[String]) -> Option<String> {
+    let first = names.first()?;
+    let mut length = first.len();
+    for name in &names[1..] {
+        length = first
+            .char_indices()
+            .zip(name.chars())
+            .take_while(|((_, a), b)| a == b)
+            .last()
+            .map_or(0, |((at, a), _)| at + a.len_utf8())
+            .min(length);
+    }
+    let stem = first[..length].trim_end_matches(['-', '_', '.']);
+    (!stem.is_empty()).then(|| stem.to_string())
 }
 
 /// The capture owning each address that exactly one capture owns.
@@ -147,6 +241,14 @@ fn owners(captures: &[HostCapture]) -> BTreeMap<IpAddr, usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::align::pairing::Link;
+
+    fn pairing(links: &[(Link, u64)]) -> Pairing {
+        Pairing {
+            links: links.iter().copied().collect(),
+            ..Pairing::default()
+        }
+    }
 
     fn ends(from: &str, to: &str) -> Direction {
         (from.parse().unwrap(), to.parse().unwrap())
@@ -173,8 +275,7 @@ mod tests {
             receiver: 0,
             received: ends("10.78.0.1:30080", "10.78.0.100:5000"),
         };
-        let links = [(request, 5), (reply, 4)].into();
-        let translations = learn(&mut captures, &links);
+        let translations = learn(&mut captures, &pairing(&[(request, 5), (reply, 4)]));
         let meant = ends("10.78.0.100:5000", "10.244.1.2:8080");
         let meant_reply = (meant.1, meant.0);
         assert_eq!(captures[0].translated[&request.sent], meant);
@@ -227,12 +328,26 @@ mod tests {
             receiver,
             received: ends("10.244.1.2:40000", pod),
         };
-        let links = [(to(1, "10.244.1.3:8080"), 3), (to(2, "10.244.2.2:8080"), 9)].into();
-        let translations = learn(&mut captures, &links);
+        let links = [(to(1, "10.244.1.3:8080"), 3), (to(2, "10.244.2.2:8080"), 9)];
+        let translations = learn(&mut captures, &pairing(&links));
         assert_eq!(
             captures[0].translated[&ends("10.244.1.2:40000", "10.96.0.60:80")],
             ends("10.244.1.2:40000", "10.244.2.2:8080")
         );
         assert_eq!(translations.conflicts, 2, "both directions of the one view");
+    }
+
+    #[test]
+    fn replicas_are_named_for_what_their_names_share() {
+        let stem =
+            |names: &[&str]| shared_stem(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        assert_eq!(stem(&["app-0", "app-1"]).as_deref(), Some("app"));
+        assert_eq!(stem(&["web1", "web2", "web3"]).as_deref(), Some("web"));
+        assert_eq!(
+            stem(&["shop-web-7d9f-x2", "shop-web-7d9f-q8"]).as_deref(),
+            Some("shop-web-7d9f")
+        );
+        assert_eq!(stem(&["alpha", "beta"]), None);
+        assert_eq!(stem(&["é-1", "é-2"]).as_deref(), Some("é"));
     }
 }

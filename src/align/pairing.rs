@@ -8,9 +8,9 @@
 
 use crate::capture::{HostCapture, RouteStamps, SegmentStamp};
 use crate::trace::Nanos;
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
 /// One segment seen at both ends: sent at `sent` by the sender's clock and received
@@ -77,6 +77,10 @@ pub struct Pairing {
     pub stats: PairingStats,
     /// Every link with the segments matched on it.
     pub links: BTreeMap<Link, u64>,
+    /// Per capture, the directions of connections it saw only pass (a node's capture
+    /// of its pods' traffic, before and after it translated them) whose segments the
+    /// two ends' own captures matched: what that capture holds of them, they hold too.
+    pub passed: BTreeSet<(usize, (SocketAddr, SocketAddr))>,
 }
 
 /// One captured copy of a segment, at the host that sent it or the one that received
@@ -152,14 +156,18 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
     // Copies matched whole, as the longer segment a piece may lie in.
     let mut matched: Vec<Copy> = Vec::new();
     let mut kept: Vec<Copy> = Vec::new();
+    let mut between: Vec<Copy> = Vec::new();
+    let mut passed: HashSet<(usize, (SocketAddr, SocketAddr))> = HashSet::new();
     for group in copies.chunk_by(|a, b| a.key == b.key) {
         kept.clear();
+        between.clear();
         for one in group.chunk_by(|a, b| a.capture == b.capture) {
             // A host that saw the segment on two routes (before and after it translated
             // the addresses, as a node does for its pods) or only passing through
             // stands between the two ends: its copies are left out.
-            let between = one.iter().any(|c| c.passes || c.route != one[0].route);
-            if !between {
+            if one.iter().any(|c| c.passes || c.route != one[0].route) {
+                between.extend_from_slice(one);
+            } else {
                 kept.extend_from_slice(one);
             }
         }
@@ -214,6 +222,10 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
                 stats.matched += 1;
                 stats.segments += 2;
                 matched.extend([sent, received]);
+                for copy in &between {
+                    let (route, stamp) = stamp_of(copy);
+                    passed.insert((copy.capture as usize, stamp.ends(route)));
+                }
             }
             _ => {
                 for copy in ends.into_iter().flatten() {
@@ -241,6 +253,7 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
         samples: pairs,
         stats,
         links: links.into_iter().collect(),
+        passed: passed.into_iter().collect(),
     }
 }
 

@@ -24,6 +24,10 @@ pub struct LineWriter<'a> {
     hosts: HashMap<IpAddr, String>,
     call_id: String,
     line: String,
+    /// Messages left out: the capture saw them pass between two hosts whose own
+    /// captures hold them ([`HostCapture::passed`]).
+    pub passed_through: u64,
+    passed: &'a hashbrown::HashSet<(SocketAddr, SocketAddr)>,
 }
 
 impl<'a> LineWriter<'a> {
@@ -46,12 +50,14 @@ impl<'a> LineWriter<'a> {
             hosts: HashMap::new(),
             call_id: String::new(),
             line: String::new(),
+            passed_through: 0,
+            passed: &capture.passed,
         }
     }
 
     /// Whether captures read with `node_by` can be written as lines.
     pub fn names_nodes(node_by: NodeBy) -> bool {
-        node_by == NodeBy::Host
+        matches!(node_by, NodeBy::Host | NodeBy::Pod)
     }
 
     /// Appends a line per message of `batch` to `out`.
@@ -62,6 +68,10 @@ impl<'a> LineWriter<'a> {
         for message in batch.messages {
             let client = batch.endpoints[message.client as usize];
             let server = batch.endpoints[message.server as usize];
+            if !self.passed.is_empty() && self.passed.contains(&(client, server)) {
+                self.passed_through += 1;
+                continue;
+            }
             let framed = &message.framed;
             let (from, to) = match framed.from {
                 super::Side::Client => (client, server),

@@ -94,6 +94,9 @@ pub enum NodeBy {
     /// the operations are added when patterns are formed
     /// ([`crate::nesting::NestOptions::by_operation`]).
     Operation,
+    /// A host, as `Host`, but replicas of one service ([`HostCapture::replica_of`])
+    /// apart: each named by its own capture.
+    Pod,
 }
 
 /// How captures are read.
@@ -178,6 +181,15 @@ pub struct HostCapture {
     /// themselves, learned by [`crate::nat::learn`]. Call ids and node names use the
     /// latter, so that both ends of a message name one call.
     pub translated: HashMap<(SocketAddr, SocketAddr), (SocketAddr, SocketAddr)>,
+    /// The service this host is a replica of, where callers reached it and another
+    /// captured host at one translated address ([`crate::nat::learn`]): the node's name
+    /// unless `--node-by pod` or `--names` say otherwise.
+    pub replica_of: Option<String>,
+    /// Connections between two other captured hosts that this capture saw only pass
+    /// (a node's capture of its pods, before and after it translated them), whose ends'
+    /// own captures hold them: their messages are left out here, so that each is
+    /// counted once. Both directions of each; learned by [`crate::nat::learn`].
+    pub passed: hashbrown::HashSet<(SocketAddr, SocketAddr)>,
 }
 
 /// The TCP segments from one address to another in one capture, for finding the same
@@ -266,7 +278,21 @@ impl HostCapture {
             propagated: Vec::new(),
             spilled: None,
             translated: HashMap::new(),
+            replica_of: None,
+            passed: hashbrown::HashSet::new(),
         }
+    }
+
+    /// Whether every message held in memory is on a connection this capture saw only
+    /// pass ([`HostCapture::passed`]).
+    pub fn only_passed(&self) -> bool {
+        self.messages.iter().all(|m| {
+            let ends = (
+                self.endpoints[m.client as usize],
+                self.endpoints[m.server as usize],
+            );
+            self.passed.contains(&ends)
+        })
     }
 
     /// Messages built from this file.
@@ -411,6 +437,8 @@ pub fn read_capture_into<R: Read + Send>(
         propagated: followed.propagated,
         spilled: None,
         translated: HashMap::new(),
+        replica_of: None,
+        passed: hashbrown::HashSet::new(),
     })
 }
 
@@ -588,7 +616,7 @@ pub fn add_to_trace(
     let node_of = |address: SocketAddr, serving: bool| -> String {
         let host = host_of(&names, address.ip());
         match options.node_by {
-            NodeBy::Host => host,
+            NodeBy::Host | NodeBy::Pod => host,
             NodeBy::Service | NodeBy::Operation if serving => {
                 format!("{host}:{}", address.port())
             }
@@ -615,6 +643,10 @@ pub fn add_to_trace(
         for message in &capture.messages {
             let client = capture.endpoints[message.client as usize];
             let server = capture.endpoints[message.server as usize];
+            if !capture.passed.is_empty() && capture.passed.contains(&(client, server)) {
+                builder.stats_mut().passed_through += 1;
+                continue;
+            }
             let framed = message.framed;
             let (from, to, from_serves) = match framed.from {
                 Side::Client => (client, server, false),
@@ -622,7 +654,11 @@ pub fn add_to_trace(
             };
             let end = end_seen(&capture.local, from, to);
             text.clear();
-            let (sender, receiver) = match capture.translated.get(&(client, server)) {
+            let translated = match capture.translated.is_empty() {
+                true => None,
+                false => capture.translated.get(&(client, server)),
+            };
+            let (sender, receiver) = match translated {
                 // Named as each end names itself: the call id and the nodes both ends
                 // agree on.
                 Some(&(client, server)) => {
@@ -728,7 +764,8 @@ pub fn same_clock(_: usize, t: crate::trace::Nanos) -> crate::trace::Nanos {
 }
 
 /// Node names for addresses: `--names` first, then each file's host name for its one
-/// own address (a file with several own addresses names none of them).
+/// own address (a file with several own addresses names none of them), or the service
+/// it is a replica of, unless `--node-by pod`.
 pub(crate) fn node_names(
     captures: &[HostCapture],
     options: &CaptureOptions,
@@ -737,7 +774,11 @@ pub(crate) fn node_names(
     for capture in captures {
         if capture.local.len() == 1 {
             let address = *capture.local.iter().next().expect("one");
-            names.entry(address).or_insert_with(|| capture.host.clone());
+            let name = match (&capture.replica_of, options.node_by) {
+                (Some(service), NodeBy::Host | NodeBy::Service | NodeBy::Operation) => service,
+                _ => &capture.host,
+            };
+            names.entry(address).or_insert_with(|| name.clone());
         }
     }
     for (address, name) in &options.names {

@@ -65,6 +65,23 @@ pub fn decide_local_addresses(captures: &mut [HostCapture], names: &BTreeMap<IpA
             capture.local_uncertain = None;
             continue;
         }
+        // A capture with several own addresses (a node's, which sees its pods'
+        // traffic; a mirror port's) gives up those another capture shows to be its
+        // one own address: that host's, not this one's.
+        if capture.local.len() > 1 {
+            let others_own = first
+                .iter()
+                .enumerate()
+                .filter_map(|(other, (local, tied))| {
+                    (other != index && !tied && local.len() == 1).then(|| local.first().copied())?
+                });
+            let others_own: BTreeSet<IpAddr> = others_own.collect();
+            if !capture.local.is_subset(&others_own) {
+                capture
+                    .local
+                    .retain(|address| !others_own.contains(address));
+            }
+        }
         capture.local_uncertain = if packets > 0 && packets < FEW_PACKETS {
             Some(Uncertain::FewPackets(packets))
         } else if tied {
@@ -212,5 +229,44 @@ mod tests {
         decide_local_addresses(&mut alone, &BTreeMap::new());
         assert_eq!(alone[0].local, ["10.78.0.100".parse().unwrap()].into());
         assert_eq!(alone[0].local_uncertain, None);
+    }
+
+    #[test]
+    fn a_node_gives_up_the_addresses_its_pods_captures_show_to_be_theirs() {
+        let host = |name: &str, list: &[(&str, &str, u64)]| {
+            let mut capture = HostCapture::from_stamps(name, BTreeSet::new(), Vec::new());
+            capture.pairs = pairs(list);
+            capture
+        };
+        let mut captures = [
+            host(
+                "web",
+                &[
+                    ("10.244.1.2", "10.244.1.3", 300),
+                    ("10.244.1.2", "10.78.0.1", 100),
+                ],
+            ),
+            host(
+                "app",
+                &[
+                    ("10.244.1.2", "10.244.1.3", 300),
+                    ("10.244.1.3", "10.244.2.3", 200),
+                ],
+            ),
+            // The node sees its pods' traffic, and its own to the client.
+            host(
+                "node",
+                &[
+                    ("10.244.1.2", "10.244.1.3", 600),
+                    ("10.244.1.3", "10.244.2.3", 200),
+                    ("10.78.0.1", "10.78.0.100", 100),
+                ],
+            ),
+        ];
+        decide_local_addresses(&mut captures, &BTreeMap::new());
+        let own = |c: &HostCapture| c.local.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(own(&captures[0]), ["10.244.1.2"]);
+        assert_eq!(own(&captures[1]), ["10.244.1.3"]);
+        assert_eq!(own(&captures[2]), ["10.78.0.1"]);
     }
 }

@@ -541,12 +541,15 @@ pub(super) struct CaptureArgs {
     )]
     pub(super) hosts: Vec<String>,
 
-    /// What a node is: a host, a service (host:port) or a service's operation
+    /// What a node is: a host, a service (host:port), a service's operation, or a pod
     ///
     /// What a node is: a host, or a service (host:port; the calls a host makes come
     /// from its one service when it serves on a single port), or a service and the
     /// operation called on it, in patterns (`catalog:50051[/shop.Catalog/GetItem]`;
-    /// from the protocols that name operations, or a text trace's `op=`).
+    /// from the protocols that name operations, or a text trace's `op=`). Hosts that
+    /// callers reached at one translated address (a Kubernetes Service's ClusterIP, a
+    /// load balancer) are replicas of one service and one node, named for what their
+    /// names share (`app` for `app-0` and `app-1`); `pod` keeps each apart.
     #[arg(long, value_enum, default_value_t = NodeByArg::Host, help_heading = "Captures (pcap/pcapng)")]
     pub(super) node_by: NodeByArg,
 
@@ -642,6 +645,7 @@ pub(super) enum NodeByArg {
     Host,
     Service,
     Operation,
+    Pod,
 }
 
 impl InputArgs {
@@ -677,6 +681,7 @@ impl CaptureArgs {
                 NodeByArg::Host => NodeBy::Host,
                 NodeByArg::Service => NodeBy::Service,
                 NodeByArg::Operation => NodeBy::Operation,
+                NodeByArg::Pod => NodeBy::Pod,
             },
             ..CaptureOptions::default()
         };

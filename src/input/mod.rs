@@ -13,6 +13,7 @@ use crate::capture::{self, file::Stopped, stats::FileStats, write::Container, Ca
 use crate::progress::Progress;
 use crate::trace::mbox::MboxStats;
 use crate::trace::{text, Nanos, Trace, TraceBuilder};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -418,7 +419,7 @@ pub(crate) fn join_and_align(
         return (None, None);
     }
     let paired = align::pairing::pair_samples(read);
-    let translations = crate::nat::learn(read, &paired.links);
+    let translations = crate::nat::learn(read, &paired);
     let alignment = options
         .align
         .map(|method| align::align_paired(read, &paired, method, options.least_squares));
@@ -443,7 +444,15 @@ fn report_captures(
         }
     }
     if let Some(alignment) = &alignment {
-        let unaligned = alignment.unaligned();
+        // A capture that only saw other hosts' connections pass gives no message,
+        // so its clock does not matter.
+        let only_passing: BTreeSet<&str> = read
+            .iter()
+            .filter(|host| !host.passed.is_empty() && host.only_passed())
+            .map(|host| host.host.as_str())
+            .collect();
+        let mut unaligned = alignment.unaligned();
+        unaligned.retain(|host| !only_passing.contains(host));
         if !unaligned.is_empty() {
             input.warnings.push(InputWarning::Unaligned(
                 unaligned.into_iter().map(String::from).collect(),

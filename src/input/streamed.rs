@@ -117,6 +117,7 @@ pub fn nest_captures(
         .collect();
     let spilled_bytes = spilled.iter().map(Spilled::bytes).sum();
     let progress = Progress::over("nesting captures", spilled_bytes, options.progress);
+    let mut passed_through = 0;
     let mut outcome = std::thread::scope(|scope| -> Result<Outcome, InputError> {
         let mut inputs = Vec::new();
         let mut writers = Vec::new();
@@ -125,7 +126,7 @@ pub fn nest_captures(
             // order, so memory stays bounded whichever capture is ahead.
             let (send, receive) = sync_channel::<Vec<u8>>(4);
             let (names, truth, progress) = (&names, &options.capture.truth, &progress);
-            writers.push(scope.spawn(move || -> Result<(), InputError> {
+            writers.push(scope.spawn(move || -> Result<u64, InputError> {
                 let mut writer = LineWriter::new(host, names, truth, clock.as_ref());
                 let mut block = Vec::with_capacity(BLOCK);
                 let mut sink = |batch: &MessageBatch<'_>| {
@@ -139,7 +140,7 @@ pub fn nest_captures(
                     .replay(&mut sink, &|bytes| progress.advance(bytes))
                     .map_err(|source| capture::spill::error(&host.path, source))?;
                 let _ = send.send(block);
-                Ok(())
+                Ok(writer.passed_through)
             }));
             inputs.push(TextInput {
                 path: host.path.clone(),
@@ -148,7 +149,7 @@ pub fn nest_captures(
         }
         let outcome = streaming::nest_text(inputs, nest, stream, None);
         for writer in writers {
-            writer
+            passed_through += writer
                 .join()
                 .expect("a capture's line writer does not panic")?;
         }
@@ -164,6 +165,7 @@ pub fn nest_captures(
         Outcome::Streamed(streamed) => &mut streamed.trace.stats,
     };
     (stats.files, stats.lines, stats.blank_or_comment_lines) = (input.captures.len() as u64, 0, 0);
+    stats.passed_through = passed_through;
     // A whole trace is the input's (the outcome keeps an empty one).
     if let Outcome::Whole(trace) = &mut outcome {
         input.trace = std::mem::take(trace);

@@ -54,7 +54,7 @@ pub fn write_input(
     };
     writeln!(
         out,
-        "{what}: {} observation{} -> {} message{} ({} seen at both ends, {} at the sender only, {} at the receiver only){}",
+        "{what}: {} observation{} -> {} message{} ({} seen at both ends, {} at the sender only, {} at the receiver only){}{}",
         input.observations,
         plural(input.observations),
         input.messages,
@@ -62,6 +62,13 @@ pub fn write_input(
         input.seen_at_both_ends,
         input.seen_at_sender_only,
         input.seen_at_receiver_only,
+        match input.passed_through {
+            0 => String::new(),
+            passed => format!(
+                "; {passed} observation{} left out, seen passing between hosts whose own captures hold them",
+                plural(passed)
+            ),
+        },
         if input.lines > 0 {
             let ignored = if input.ignored_fields > 0 {
                 format!(

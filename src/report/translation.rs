@@ -9,6 +9,13 @@ use std::net::{IpAddr, SocketAddr};
 
 /// The table, or nothing where no translation was found.
 pub fn write_translations(translations: &Translations, out: &mut dyn Write) -> io::Result<()> {
+    for (host, connections) in &translations.passed {
+        writeln!(
+            out,
+            "{host} saw {connections} connection{} between other captured hosts pass: their messages come from those hosts' captures",
+            if *connections == 1 { "" } else { "s" }
+        )?;
+    }
     if translations.rows.is_empty() {
         return Ok(());
     }
@@ -49,6 +56,15 @@ pub fn write_translations(translations: &Translations, out: &mut dyn Write) -> i
         ),
         &rows,
     )?;
+    for service in &translations.services {
+        writeln!(
+            out,
+            "  {} stood for {}: replicas of one service, the node {} (--node-by pod keeps them apart)",
+            service.address,
+            service.replicas.join(", "),
+            service.name
+        )?;
+    }
     if translations.conflicts > 0 {
         writeln!(
             out,

@@ -292,6 +292,10 @@ pub struct InputStats {
     /// `key=value` fields of text traces whose key is not read (ignored).
     #[serde(skip_serializing_if = "is_zero")]
     pub ignored_fields: u64,
+    /// Observations left out of a capture that saw them pass between two hosts whose
+    /// own captures hold them (a node's capture of its pods).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub passed_through: u64,
 }
 
 /// A merged, time-ordered trace of messages from one or more sources.

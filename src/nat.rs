@@ -80,19 +80,26 @@ pub fn learn(captures: &mut [HostCapture], pairing: &Pairing) -> Translations {
     // Per capture, per view of a direction, the meant direction with its segments.
     let mut votes: Vec<BTreeMap<Direction, BTreeMap<Direction, u64>>> =
         vec![BTreeMap::new(); captures.len()];
-    for (link, &segments) in links {
-        if link.sent == link.received {
-            continue;
-        }
-        let meant = (link.sent.0, link.received.1);
-        let reply = (meant.1, meant.0);
-        for (capture, seen) in [(link.sender, link.sent), (link.receiver, link.received)] {
-            for (seen, meant) in [(seen, meant), ((seen.1, seen.0), reply)] {
-                *votes[capture]
-                    .entry(seen)
-                    .or_default()
-                    .entry(meant)
-                    .or_default() += segments;
+    // Links through a translation first; then the links that name a view of theirs
+    // alike at both ends vote for no translation, so that a segment matched by the
+    // chance of equal numbers cannot outweigh a connection's own.
+    for identity in [false, true] {
+        for (link, &segments) in links {
+            if (link.sent == link.received) != identity {
+                continue;
+            }
+            let meant = (link.sent.0, link.received.1);
+            let reply = (meant.1, meant.0);
+            for (capture, seen) in [(link.sender, link.sent), (link.receiver, link.received)] {
+                for (seen, meant) in [(seen, meant), ((seen.1, seen.0), reply)] {
+                    let Some(view) = (match identity {
+                        false => Some(votes[capture].entry(seen).or_default()),
+                        true => votes[capture].get_mut(&seen),
+                    }) else {
+                        continue;
+                    };
+                    *view.entry(meant).or_default() += segments;
+                }
             }
         }
     }
@@ -112,6 +119,9 @@ pub fn learn(captures: &mut [HostCapture], pairing: &Pairing) -> Translations {
                 .iter()
                 .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
                 .expect("a vote");
+            if seen == meant {
+                continue;
+            }
             joined.insert((meant.0.min(meant.1), meant.0.max(meant.1)));
             // The far end is the one translated from this capture's view; a view of the
             // reply direction tells the same connection again, so only the source side
@@ -122,9 +132,7 @@ pub fn learn(captures: &mut [HostCapture], pairing: &Pairing) -> Translations {
                     .or_default()
                     .push((seen.0.port(), meant.0.port()));
             }
-            if seen != meant {
-                translated.insert(seen, meant);
-            }
+            translated.insert(seen, meant);
             if seen.1 != meant.1 {
                 destinations.entry(seen.1).or_default().insert(meant.1);
             }

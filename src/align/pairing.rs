@@ -92,17 +92,23 @@ struct Copy {
     route: u32,
     index: u32,
     sends: bool,
-    /// Whether the capture neither sent nor received it: it passed through, or stayed
-    /// within the host.
+    /// Whether the capture stands between the segment's ends: it neither sent nor
+    /// received it (it passed through, or stayed within the host), or it received it
+    /// and sent it on.
     passes: bool,
     /// Whether its peer (the receiver of a send, the sender of a receive) is an address
     /// another capture owns: such a copy should have been seen there.
     expected: bool,
 }
 
-/// Pairs the segments of every two captures by key alone: a copy is a send in the
+/// Pairs the segments of every two captures. First each route (source and destination
+/// address) that both ends' captures name alike, by key and ports, as the two ends of
+/// one connection name a segment where no translation stands between them; then what
+/// is left of every capture by key alone, across translations: a copy is a send in the
 /// capture that owns its source address and a receive in the one that owns its
-/// destination, whatever addresses the other end saw.
+/// destination, whatever addresses the other end saw. (Keys alone can meet by chance
+/// where initial sequence numbers are not random, as in generated captures: such a
+/// match must have taken as long as the same two hosts' other segments.)
 pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
     let mut owner: BTreeMap<IpAddr, Option<usize>> = BTreeMap::new();
     for (index, capture) in captures.iter().enumerate() {
@@ -119,122 +125,89 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
         }
     }
     let owner_of = |address: &IpAddr| owner.get(address).copied().flatten();
-    let mut copies = Vec::new();
+    // Each route's part: the copies on it, less their key.
+    let role = |c: usize, route: &RouteStamps| -> Copy {
+        let (from, to) = (owner_of(&route.from), owner_of(&route.to));
+        let sends = from == Some(c);
+        // Within one host, or only passing through it (a node's capture of its pods):
+        // neither a send nor a receive between two hosts, but a sign that this capture
+        // stands between the two ends.
+        let passes = sends == (to == Some(c));
+        let peer = if sends { to } else { from };
+        Copy {
+            key: 0,
+            capture: c as u32,
+            route: 0,
+            index: 0,
+            sends,
+            passes,
+            expected: !passes && peer.is_some_and(|p| p != c),
+        }
+    };
+    let between = standing_between(captures, &role);
+    let mut found = Found::default();
+    let mut left: Vec<Copy> = Vec::new();
+    // The receivers' routes matched with a sender's.
+    let mut paired: HashSet<(usize, usize)> = HashSet::new();
+    for (sender, capture) in captures.iter().enumerate() {
+        for (r, route) in capture.stamps.iter().enumerate() {
+            let part = role(sender, route);
+            if !part.sends || part.passes {
+                continue;
+            }
+            let other = owner_of(&route.to)
+                .filter(|&receiver| receiver != sender)
+                .and_then(|receiver| {
+                    let routes = &captures[receiver].stamps;
+                    routes
+                        .binary_search_by_key(&(route.from, route.to), |o| (o.from, o.to))
+                        .ok()
+                        .map(|at| (receiver, at))
+                });
+            if let Some((receiver, at)) = other {
+                paired.insert((receiver, at));
+                let received = role(receiver, &captures[receiver].stamps[at]);
+                found.match_route(captures, [(part, r), (received, at)], &between, &mut left);
+            }
+        }
+    }
+    // Every other route's copies, and those standing between, wait for the second round.
     for (c, capture) in captures.iter().enumerate() {
         for (r, route) in capture.stamps.iter().enumerate() {
-            let (from, to) = (owner_of(&route.from), owner_of(&route.to));
-            let sends = from == Some(c);
-            // Within one host, or only passing through it (a node's capture of its
-            // pods): neither a send nor a receive between two hosts, but a sign that
-            // this capture stands between the two ends.
-            let passes = sends == (to == Some(c));
-            let peer = if sends { to } else { from };
-            let expected = !passes && peer.is_some_and(|p| p != c);
-            for (i, stamp) in route.stamps.iter().enumerate() {
-                copies.push(Copy {
-                    key: stamp.key,
-                    capture: c as u32,
+            let part = role(c, route);
+            let matched_above = (part.sends && !part.passes && found.routes.contains(&(c, r)))
+                || paired.contains(&(c, r));
+            for index in 0..route.stamps.len() {
+                let standing = between.contains(&(c as u32, r as u32, index as u32));
+                if matched_above && !standing {
+                    continue;
+                }
+                left.push(Copy {
                     route: r as u32,
-                    index: i as u32,
-                    sends,
-                    passes,
-                    expected,
+                    index: index as u32,
+                    passes: part.passes || standing,
+                    ..part
                 });
             }
         }
     }
-    copies.sort_unstable_by_key(|c| (c.key, c.capture, c.route, c.index));
-    let stamp_of = |c: &Copy| -> (&RouteStamps, &SegmentStamp) {
-        let route = &captures[c.capture as usize].stamps[c.route as usize];
-        (route, &route.stamps[c.index as usize])
-    };
-    let mut stats = PairingStats::default();
-    let mut pairs: BTreeMap<(usize, usize), PairSamples> = BTreeMap::new();
-    let mut links: HashMap<Link, u64> = HashMap::new();
-    // Copies neither matched nor repeated: pieces of a segment cut differently?
-    let mut unmatched: Vec<Copy> = Vec::new();
-    // Copies matched whole, as the longer segment a piece may lie in.
-    let mut matched: Vec<Copy> = Vec::new();
-    let mut kept: Vec<Copy> = Vec::new();
-    let mut between: Vec<Copy> = Vec::new();
-    let mut passed: HashSet<(usize, (SocketAddr, SocketAddr))> = HashSet::new();
-    for group in copies.chunk_by(|a, b| a.key == b.key) {
-        kept.clear();
-        between.clear();
-        for one in group.chunk_by(|a, b| a.capture == b.capture) {
-            // A host that saw the segment on two routes (before and after it translated
-            // the addresses, as a node does for its pods) or only passing through
-            // stands between the two ends: its copies are left out.
-            if one.iter().any(|c| c.passes || c.route != one[0].route) {
-                between.extend_from_slice(one);
-            } else {
-                kept.extend_from_slice(one);
-            }
-        }
-        let mut i = 0;
-        let mut ends: [Option<Copy>; 2] = [None, None];
-        let mut ambiguous = false;
-        while i < kept.len() {
-            let mut j = i + 1;
-            while j < kept.len() && kept[j].capture == kept[i].capture {
-                j += 1;
-            }
-            if j - i > 1 {
-                // Which copy the other end saw cannot be told.
-                stats.repeated += kept[i..j].iter().filter(|c| c.expected).count() as u64;
-                stats.segments += kept[i..j].iter().filter(|c| c.expected).count() as u64;
-                ambiguous = true;
-            } else {
-                let slot = &mut ends[usize::from(kept[i].sends)];
-                ambiguous |= slot.is_some();
-                *slot = Some(kept[i]);
-            }
-            i = j;
-        }
-        match ends {
-            [Some(received), Some(sent)] if !ambiguous => {
-                let (sent_route, sent_stamp) = stamp_of(&sent);
-                let (received_route, received_stamp) = stamp_of(&received);
-                let (sender, receiver) = (sent.capture as usize, received.capture as usize);
-                let (a, b) = (sender.min(receiver), sender.max(receiver));
-                let pair = pairs.entry((a, b)).or_insert_with(|| PairSamples {
-                    a,
-                    b,
-                    ..PairSamples::default()
-                });
-                let sample = Sample {
-                    sent: sent_stamp.time,
-                    received: received_stamp.time,
-                };
-                if sender == a {
-                    pair.forward.push(sample);
-                } else {
-                    pair.backward.push(sample);
-                }
-                *links
-                    .entry(Link {
-                        sender,
-                        sent: sent_stamp.ends(sent_route),
-                        receiver,
-                        received: received_stamp.ends(received_route),
-                    })
-                    .or_default() += 1;
-                stats.matched += 1;
-                stats.segments += 2;
-                matched.extend([sent, received]);
-                for copy in &between {
-                    let (route, stamp) = stamp_of(copy);
-                    passed.insert((copy.capture as usize, stamp.ends(route)));
-                }
-            }
-            _ => {
-                for copy in ends.into_iter().flatten() {
-                    unmatched.push(copy);
-                }
-            }
-        }
+    for copy in &mut left {
+        copy.key = captures[copy.capture as usize].stamps[copy.route as usize].stamps
+            [copy.index as usize]
+            .key;
     }
-    let pieces = pieces(captures, &unmatched, &matched);
+    let delays = Delays::of(&found.pairs);
+    found.match_keys(captures, &mut left, &delays);
+    drop(left);
+    let Found {
+        mut stats,
+        pairs,
+        links,
+        unmatched,
+        passed,
+        ..
+    } = found;
+    let pieces = pieces(captures, &unmatched, &role);
     for (copy, piece) in unmatched.iter().zip(&pieces) {
         if *piece {
             stats.pieces += 1;
@@ -257,27 +230,331 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
     }
 }
 
+/// A segment's key with its ports, for pairing where no translation stands between.
+fn with_ports(stamp: &SegmentStamp) -> u64 {
+    let ports = u64::from(stamp.ports.0) << 16 | u64::from(stamp.ports.1);
+    stamp.key ^ ports.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+}
+
+/// How soon a host that received a segment must send it on for it to count as
+/// forwarded (a node translating its pods' addresses does within microseconds).
+const FORWARDED_WITHIN: Nanos = 50_000_000;
+
+/// Per pair of captures and direction, the delays (receive time less send time) of the
+/// segments matched with their ports: the range a match by key alone must fall in.
+struct Delays(BTreeMap<(usize, usize), (Nanos, Nanos)>);
+
+impl Delays {
+    fn of(pairs: &BTreeMap<(usize, usize), PairSamples>) -> Self {
+        let mut delays = BTreeMap::new();
+        for pair in pairs.values() {
+            for (from, to, samples) in [
+                (pair.a, pair.b, &pair.forward),
+                (pair.b, pair.a, &pair.backward),
+            ] {
+                let range = samples.iter().map(|s| s.received - s.sent).fold(
+                    None,
+                    |range: Option<(Nanos, Nanos)>, d| match range {
+                        None => Some((d, d)),
+                        Some((low, high)) => Some((low.min(d), high.max(d))),
+                    },
+                );
+                if let Some(range) = range {
+                    delays.insert((from, to), range);
+                }
+            }
+        }
+        Delays(delays)
+    }
+
+    /// Whether a segment from host `from` to host `to` that took `delay` took as long
+    /// as their other segments, give or take as much again (or a millisecond); any
+    /// delay where they have none.
+    fn plausible(&self, [from, to]: [usize; 2], delay: Nanos) -> bool {
+        self.0.get(&(from, to)).map_or(true, |&(low, high)| {
+            let margin = (high - low).max(1_000_000);
+            (low - margin..=high + margin).contains(&delay)
+        })
+    }
+}
+
+/// The copies, in captures that saw some segment pass, that stand between two ends:
+/// those on routes the capture neither sends nor receives on, and those it received
+/// and sent on again soon after (by key alone, since it may have translated them).
+fn standing_between(
+    captures: &[HostCapture],
+    role: &dyn Fn(usize, &RouteStamps) -> Copy,
+) -> HashSet<(u32, u32, u32)> {
+    let mut between = HashSet::new();
+    for (c, capture) in captures.iter().enumerate() {
+        let parts: Vec<Copy> = capture.stamps.iter().map(|r| role(c, r)).collect();
+        if !parts.iter().any(|p| p.passes) {
+            continue;
+        }
+        let mut copies: Vec<Copy> = Vec::new();
+        for (r, (route, part)) in capture.stamps.iter().zip(&parts).enumerate() {
+            for (index, stamp) in route.stamps.iter().enumerate() {
+                copies.push(Copy {
+                    key: stamp.key,
+                    route: r as u32,
+                    index: index as u32,
+                    ..*part
+                });
+            }
+        }
+        copies.sort_unstable_by_key(|c| (c.key, c.route, c.index));
+        let time_of = |c: &Copy| capture.stamps[c.route as usize].stamps[c.index as usize].time;
+        for one in copies.chunk_by(|a, b| a.key == b.key) {
+            // Arrived, and left again soon after: forwarded. (Two segments that only
+            // share a key, by the chance of numbers that are not random, are rarely so
+            // close.)
+            let forwarded = one.iter().filter(|c| !c.sends).any(|arrived| {
+                one.iter()
+                    .filter(|c| c.route != arrived.route && (c.sends || c.passes))
+                    .any(|left| {
+                        (0..=FORWARDED_WITHIN).contains(&(time_of(left) - time_of(arrived)))
+                    })
+            });
+            for copy in one {
+                if forwarded || copy.passes {
+                    between.insert((c as u32, copy.route, copy.index));
+                }
+            }
+        }
+    }
+    between
+}
+
+/// What matching found so far.
+#[derive(Default)]
+struct Found {
+    stats: PairingStats,
+    pairs: BTreeMap<(usize, usize), PairSamples>,
+    links: HashMap<Link, u64>,
+    /// Copies neither matched nor repeated: pieces of a segment cut differently?
+    unmatched: Vec<Copy>,
+    passed: HashSet<(usize, (SocketAddr, SocketAddr))>,
+    /// The senders' routes matched route by route.
+    routes: HashSet<(usize, usize)>,
+}
+
+impl Found {
+    /// Matches a sender's route with the same route in the receiver's capture, by key
+    /// and ports. The copies that stand between are left out; the unmatched, but those
+    /// repeated within one capture, go to `left`.
+    fn match_route(
+        &mut self,
+        captures: &[HostCapture],
+        [(sent, sent_at), (received, received_at)]: [(Copy, usize); 2],
+        between: &HashSet<(u32, u32, u32)>,
+        left: &mut Vec<Copy>,
+    ) {
+        self.routes.insert((sent.capture as usize, sent_at));
+        let sides = [(sent, sent_at), (received, received_at)].map(|(part, at)| {
+            let route = &captures[part.capture as usize].stamps[at];
+            let mut keyed: Vec<(u64, u32)> = route
+                .stamps
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !between.contains(&(part.capture, at as u32, *i as u32)))
+                .map(|(i, stamp)| (with_ports(stamp), i as u32))
+                .collect();
+            keyed.sort_unstable();
+            let mut unique = Vec::with_capacity(keyed.len());
+            for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+                if run.len() == 1 {
+                    unique.push(run[0]);
+                } else {
+                    // Which copy the other end saw cannot be told.
+                    self.stats.repeated += run.len() as u64;
+                    self.stats.segments += run.len() as u64;
+                }
+            }
+            (route, unique)
+        });
+        let [(sent_route, sent_keys), (received_route, received_keys)] = sides;
+        let copy = |part: Copy, at: usize, index: u32| Copy {
+            route: at as u32,
+            index,
+            ..part
+        };
+        // Each connection's view once, with its segments.
+        let mut views: HashMap<(u16, u16), u64> = HashMap::new();
+        let (mut i, mut j) = (0, 0);
+        while i < sent_keys.len() || j < received_keys.len() {
+            let order = match (sent_keys.get(i), received_keys.get(j)) {
+                (Some(a), Some(b)) => a.0.cmp(&b.0),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    left.push(copy(sent, sent_at, sent_keys[i].1));
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    left.push(copy(received, received_at, received_keys[j].1));
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let sent_stamp = &sent_route.stamps[sent_keys[i].1 as usize];
+                    let received_stamp = &received_route.stamps[received_keys[j].1 as usize];
+                    self.add_sample(
+                        [sent.capture, received.capture].map(|c| c as usize),
+                        sent_stamp.time,
+                        received_stamp.time,
+                    );
+                    *views.entry(sent_stamp.ports).or_default() += 1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        for (ports, segments) in views {
+            let ends = SocketAddr::new(sent_route.from, ports.0);
+            let ends = (ends, SocketAddr::new(sent_route.to, ports.1));
+            *self
+                .links
+                .entry(Link {
+                    sender: sent.capture as usize,
+                    sent: ends,
+                    receiver: received.capture as usize,
+                    received: ends,
+                })
+                .or_default() += segments;
+        }
+    }
+
+    /// Matches `copies` by their keys alone: where a key's copies, but those standing
+    /// between, come down to one send and one receive in two captures that took as
+    /// long as those hosts' other segments, a sample. The rest, but copies repeated
+    /// within one capture, are unmatched.
+    fn match_keys(&mut self, captures: &[HostCapture], copies: &mut [Copy], delays: &Delays) {
+        copies.sort_unstable_by_key(|c| (c.key, c.capture, c.route, c.index));
+        let stamp_of = |c: &Copy| -> (&RouteStamps, &SegmentStamp) {
+            let route = &captures[c.capture as usize].stamps[c.route as usize];
+            (route, &route.stamps[c.index as usize])
+        };
+        let mut kept: Vec<Copy> = Vec::new();
+        let mut between: Vec<Copy> = Vec::new();
+        for group in copies.chunk_by(|a, b| a.key == b.key) {
+            kept.clear();
+            between.clear();
+            for one in group.chunk_by(|a, b| a.capture == b.capture) {
+                if one.iter().any(|c| c.passes) {
+                    between.extend_from_slice(one);
+                } else {
+                    kept.extend_from_slice(one);
+                }
+            }
+            let mut i = 0;
+            let mut ends: [Option<Copy>; 2] = [None, None];
+            let mut ambiguous = false;
+            while i < kept.len() {
+                let mut j = i + 1;
+                while j < kept.len() && kept[j].capture == kept[i].capture {
+                    j += 1;
+                }
+                if j - i > 1 {
+                    // Which copy the other end saw cannot be told.
+                    let expected = kept[i..j].iter().filter(|c| c.expected).count() as u64;
+                    self.stats.repeated += expected;
+                    self.stats.segments += expected;
+                    ambiguous = true;
+                } else {
+                    let slot = &mut ends[usize::from(kept[i].sends)];
+                    ambiguous |= slot.is_some();
+                    *slot = Some(kept[i]);
+                }
+                i = j;
+            }
+            let (sent, received) = match ends {
+                [Some(received), Some(sent)] if !ambiguous => (sent, received),
+                _ => {
+                    self.unmatched.extend(ends.into_iter().flatten());
+                    continue;
+                }
+            };
+            let ((sent_route, sent_stamp), (received_route, received_stamp)) =
+                (stamp_of(&sent), stamp_of(&received));
+            let hosts = [sent.capture, received.capture].map(|c| c as usize);
+            if !delays.plausible(hosts, received_stamp.time - sent_stamp.time) {
+                self.unmatched.extend([sent, received]);
+                continue;
+            }
+            self.add_sample(hosts, sent_stamp.time, received_stamp.time);
+            *self
+                .links
+                .entry(Link {
+                    sender: hosts[0],
+                    sent: sent_stamp.ends(sent_route),
+                    receiver: hosts[1],
+                    received: received_stamp.ends(received_route),
+                })
+                .or_default() += 1;
+            for copy in &between {
+                let (route, stamp) = stamp_of(copy);
+                self.passed
+                    .insert((copy.capture as usize, stamp.ends(route)));
+            }
+        }
+    }
+
+    /// One segment seen at both ends.
+    fn add_sample(&mut self, [sender, receiver]: [usize; 2], sent: Nanos, received: Nanos) {
+        let (a, b) = (sender.min(receiver), sender.max(receiver));
+        let pair = self.pairs.entry((a, b)).or_insert_with(|| PairSamples {
+            a,
+            b,
+            ..PairSamples::default()
+        });
+        let sample = Sample { sent, received };
+        if sender == a {
+            pair.forward.push(sample);
+        } else {
+            pair.backward.push(sample);
+        }
+        self.stats.matched += 1;
+        self.stats.segments += 2;
+    }
+}
+
 /// A segment's bytes at one end: its first byte's number, its length, its capture.
 type Range = (u32, u32, u32);
 
 /// Which `unmatched` copies lie inside a longer segment of the other end: a copy of
 /// another capture and the other direction (a receive for a send) with the same
-/// acknowledgement number whose sequence range holds this one's first byte. The
-/// longer one is matched whole (its first piece shares its key) or unmatched itself.
-fn pieces(captures: &[HostCapture], unmatched: &[Copy], matched: &[Copy]) -> Vec<bool> {
+/// acknowledgement number whose sequence range holds this one's bytes. The longer one
+/// is matched whole (its first piece shares its key) or unmatched itself.
+fn pieces(
+    captures: &[HostCapture],
+    unmatched: &[Copy],
+    role: &dyn Fn(usize, &RouteStamps) -> Copy,
+) -> Vec<bool> {
     let stamp = |c: &Copy| -> &SegmentStamp {
         &captures[c.capture as usize].stamps[c.route as usize].stamps[c.index as usize]
     };
-    // The segments with a payload by acknowledgement number and direction, in order of
-    // their first byte.
+    // The acknowledgement numbers and directions a longer segment is looked for with:
+    // few, so the captures are read once for them alone.
+    let wanted: HashSet<(u32, bool)> = unmatched
+        .iter()
+        .filter(|c| stamp(c).len > 0)
+        .map(|c| (stamp(c).ack, !c.sends))
+        .collect();
+    if wanted.is_empty() {
+        return vec![false; unmatched.len()];
+    }
+    // Those segments by acknowledgement number and direction, in order of their first
+    // byte.
     let mut longer: HashMap<(u32, bool), Vec<Range>> = HashMap::new();
-    for copy in unmatched.iter().chain(matched) {
-        let s = stamp(copy);
-        if s.len > 0 {
-            longer
-                .entry((s.ack, copy.sends))
-                .or_default()
-                .push((s.seq, s.len, copy.capture));
+    for (c, capture) in captures.iter().enumerate() {
+        for route in &capture.stamps {
+            let sends = role(c, route).sends;
+            for s in route.stamps.iter().filter(|s| s.len > 0) {
+                if let Some(ranges) = wanted.get(&(s.ack, sends)).map(|&k| longer.entry(k)) {
+                    ranges.or_default().push((s.seq, s.len, c as u32));
+                }
+            }
         }
     }
     for ranges in longer.values_mut() {

@@ -1,0 +1,155 @@
+//! The shop on a Kubernetes-shaped network (`traces/k8s`): pods in network namespaces
+//! behind kube-proxy's iptables rules, so that every call crosses an address
+//! translation (a ClusterIP's DNAT, a NodePort's DNAT and MASQUERADE). Truth from the
+//! programs' logs (`traces/k8s/truth.py`).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use support::{blackbox, outputs_of, stdout_of};
+
+fn k8s(dir: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/k8s")
+        .join(dir)
+}
+
+/// The pods' and the client's captures in `dir` (not the node's).
+fn pods(dir: &str) -> Vec<PathBuf> {
+    let mut captures: Vec<PathBuf> = std::fs::read_dir(k8s(dir))
+        .expect("the captures ship with the project")
+        .map(|e| e.expect("readable directory").path())
+        .filter(|p| p.to_string_lossy().ends_with(".pcap.gz"))
+        .collect();
+    captures.sort();
+    assert_eq!(captures.len(), 6, "{captures:?}");
+    captures
+}
+
+/// The share of requests in true patterns, from `eval`'s instances line.
+fn in_true_patterns(scores: &str) -> f64 {
+    let line = scores
+        .lines()
+        .find(|l| l.starts_with("instances "))
+        .expect("an instances line");
+    let numbers: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    1.0 - numbers[2] / numbers[0]
+}
+
+#[test]
+fn every_message_pairs_across_the_translations_and_the_replicas_are_one_node() {
+    let (stdout, stderr) = outputs_of(blackbox().arg("nest").args(pods("")));
+    assert!(
+        stderr.contains(
+            "4166 messages (4166 seen at both ends, 0 at the sender only, 0 at the receiver only)"
+        ),
+        "{stderr}"
+    );
+    // The table names every translation: the NodePort and its MASQUERADE, and each
+    // ClusterIP with the pods behind it.
+    for row in [
+        "client  10.78.0.1:30080            8  10.244.1.2:8080 (web)",
+        "web     10.78.0.1:*                8  10.78.0.100:* (client)",
+        "web     10.96.0.60:80              5  10.244.1.3:8080 (app-0)",
+        "web     10.96.0.60:80              3  10.244.2.2:8080 (app-1)",
+        "app-0   10.96.0.40:6379            5  10.244.2.3:6379 (cache)",
+        "app-1   10.96.0.50:5432            3  10.244.1.4:5432 (db)",
+        "10.96.0.60:80 stood for app-0, app-1: replicas of one service, the node app",
+    ] {
+        assert!(stderr.contains(row), "{row} not in\n{stderr}");
+    }
+    // Every clock aligned, the client's own address told by the packets' time to live.
+    assert!(!stderr.contains("unaligned"), "{stderr}");
+    assert!(
+        stderr.contains("(host client, own address 10.78.0.100)"),
+        "{stderr}"
+    );
+    let patterns: Vec<&str> = stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().last().unwrap())
+        .collect();
+    assert_eq!(
+        patterns,
+        [
+            "client->web(app(cache))",
+            "client->web(app(db,cache))",
+            "client->web(app(cache,db,cache))"
+        ]
+    );
+}
+
+#[test]
+fn requests_keep_their_true_paths_with_ids_and_without() {
+    for (dir, floor) in [("", 0.99), ("tso", 0.99)] {
+        for ids in [None, Some("--ignore-ids")] {
+            let scores = stdout_of(
+                blackbox()
+                    .args(["eval", "-q", "--truth-ids"])
+                    .arg(k8s(dir).join("truth.tsv"))
+                    .args(ids)
+                    .args(pods(dir)),
+            );
+            let share = in_true_patterns(&scores);
+            assert!(share >= floor, "{dir:?} {ids:?}: {share}\n{scores}");
+            assert!(
+                scores.starts_with(
+                    "               truth  inferred  false pos  false neg\npatterns           3"
+                ),
+                "{scores}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_nodes_capture_of_its_pods_changes_no_pattern() {
+    let (alone, _) = outputs_of(blackbox().arg("nest").args(pods("")));
+    let (with_node, stderr) = outputs_of(
+        blackbox()
+            .arg("nest")
+            .args(pods(""))
+            .arg(k8s("node").join("node-a.pcap.gz")),
+    );
+    assert_eq!(alone, with_node);
+    // The node gives up its pods' addresses and keeps its own, and what it saw pass
+    // is counted, not added again.
+    assert!(
+        stderr.contains("(host node-a, own address 10.78.0.1)")
+            && stderr.contains(
+                "observations left out, seen passing between hosts whose own captures hold them"
+            )
+            && !stderr.contains("warning"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn replicas_stay_apart_by_pod() {
+    let stdout = stdout_of(blackbox().args(["nest", "--node-by", "pod"]).args(pods("")));
+    for pattern in ["client->web(app-0(cache))", "client->web(app-1(cache))"] {
+        assert!(stdout.contains(pattern), "{pattern} not in\n{stdout}");
+    }
+    assert!(!stdout.contains("(app("), "{stdout}");
+}
+
+#[test]
+fn segments_cut_differently_at_the_two_ends_are_found_inside_each_other() {
+    // Senders kept TSO (their captures hold segments of up to 4 KB); the links to the
+    // receivers cut them to the MSS.
+    let (_, stderr) = outputs_of(blackbox().arg("nest").args(pods("tso")));
+    assert!(
+        stderr.contains("7813 matched at both ends, 2196 found inside a longer segment of the other end (segmentation offloads); left out: 0 repeated (retransmissions), 0 seen at one end only"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "3942 messages (3942 seen at both ends, 0 at the sender only, 0 at the receiver only)"
+        ),
+        "{stderr}"
+    );
+}

@@ -146,6 +146,89 @@ pub fn capture(data: &[u8]) {
     }
 }
 
+/// Reads `data` as segments seen by up to four captures, eight bytes each (capture,
+/// source and destination from a pool of six addresses, ports from a pool of four,
+/// sequence and acknowledgement numbers from small ranges so that keys meet, a length
+/// and a time), each capture owning one address of the pool (and, by the first byte,
+/// one more, as a node's capture does); pairs them across translations and learns the
+/// translations. Checks what must hold whatever the input. Panics only on a bug.
+pub fn nat_pairing(data: &[u8]) {
+    use crate::align::pairing::pair_samples;
+    use crate::capture::{HostCapture, RouteStamps, SegmentStamp};
+    use std::collections::BTreeMap;
+    use std::net::{IpAddr, Ipv4Addr};
+    let address = |i: u8| IpAddr::V4(Ipv4Addr::new(10, 0, 0, i % 6 + 1));
+    let extra = data.first().copied().unwrap_or(0);
+    let mut routes: Vec<BTreeMap<(IpAddr, IpAddr), Vec<SegmentStamp>>> = vec![BTreeMap::new(); 4];
+    let mut stamps = 0usize;
+    for (at, record) in data.get(1..).unwrap_or(&[]).chunks_exact(8).enumerate() {
+        let [who, ends, ports, seq, ack, len, time, flags] =
+            <[u8; 8]>::try_from(record).expect("eight bytes");
+        let numbers = u32::from(seq % 8) * 1_000 + u32::from(flags % 4);
+        let stamp = SegmentStamp {
+            key: u64::from(numbers) << 32 | u64::from(ack % 8) << 8 | u64::from(flags >> 6),
+            time: at as i64 * 1_000 + i64::from(time) * 100,
+            ports: (1000 + u16::from(ports % 4), 80 + u16::from(ports >> 6)),
+            seq: numbers,
+            ack: u32::from(ack % 8),
+            len: u32::from(len) * 16,
+        };
+        routes[usize::from(who % 4)]
+            .entry((address(ends), address(ends >> 4)))
+            .or_default()
+            .push(stamp);
+        stamps += 1;
+    }
+    let mut captures: Vec<HostCapture> = routes
+        .into_iter()
+        .enumerate()
+        .map(|(i, routes)| {
+            let mut own: std::collections::BTreeSet<IpAddr> = [address(i as u8)].into();
+            if extra >> i & 1 == 1 {
+                own.insert(address(extra >> 4));
+            }
+            let routes = routes
+                .into_iter()
+                .map(|((from, to), stamps)| RouteStamps { from, to, stamps })
+                .collect();
+            HostCapture::from_stamps(&format!("host{i}"), own, routes)
+        })
+        .collect();
+    let pairing = pair_samples(&captures);
+    let stats = &pairing.stats;
+    assert!(
+        stats.matched as usize * 2 <= stamps,
+        "{stats:?} of {stamps}"
+    );
+    assert_eq!(
+        pairing.links.values().sum::<u64>(),
+        stats.matched,
+        "every match is on one link"
+    );
+    for link in pairing.links.keys() {
+        assert_ne!(link.sender, link.receiver, "{link:?}");
+    }
+    let samples: usize = pairing
+        .samples
+        .iter()
+        .map(|p| p.forward.len() + p.backward.len())
+        .sum();
+    assert_eq!(samples as u64, stats.matched);
+    let translations = crate::nat::learn(&mut captures, &pairing);
+    for capture in &captures {
+        for (seen, meant) in &capture.translated {
+            assert_ne!(seen, meant);
+            // The reply direction is translated alike.
+            assert_eq!(
+                capture.translated.get(&(seen.1, seen.0)),
+                Some(&(meant.1, meant.0)),
+                "{seen:?} -> {meant:?}"
+            );
+        }
+    }
+    assert!(translations.rows.iter().all(|row| row.connections > 0));
+}
+
 /// Feeds `data` to every protocol's framer as a conversation: each byte below 0x20
 /// switches the sending side or cuts a segment, a byte 0x1f reports lost bytes, and
 /// the rest is payload; the same pieces go to the UDP framers as datagrams. Panics

@@ -117,6 +117,13 @@ proptest! {
     }
 
     #[test]
+    fn segments_paired_across_translations_never_panic(
+        data in prop::collection::vec(any::<u8>(), 0..800)
+    ) {
+        blackbox::fuzzing::nat_pairing(&data);
+    }
+
+    #[test]
     fn arbitrary_conversations_never_panic(data in prop::collection::vec(any::<u8>(), 0..600)) {
         blackbox::fuzzing::protocols(&data);
     }

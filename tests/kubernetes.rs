@@ -153,3 +153,33 @@ fn segments_cut_differently_at_the_two_ends_are_found_inside_each_other() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_clusters_own_description_names_the_nodes() {
+    // `kubectl get pods,services,endpointslices -o json`: pods named for their Service,
+    // or for themselves by pod.
+    let names = k8s("cluster.json");
+    let by_service = stdout_of(
+        blackbox()
+            .arg("nest")
+            .arg("--names")
+            .arg(&names)
+            .args(pods("")),
+    );
+    assert!(
+        by_service.contains("client->web(app(db,cache))"),
+        "{by_service}"
+    );
+    let by_pod = stdout_of(
+        blackbox()
+            .args(["nest", "--node-by", "pod", "--names"])
+            .arg(&names)
+            .args(pods("")),
+    );
+    for pattern in [
+        "client->web-5c8d7f9b4-k2x7p(app-6f4b8c7d5-qz9wm(cache-0))",
+        "client->web-5c8d7f9b4-k2x7p(app-6f4b8c7d5-r7t2n(cache-0))",
+    ] {
+        assert!(by_pod.contains(pattern), "{pattern} not in\n{by_pod}");
+    }
+}

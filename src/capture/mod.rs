@@ -8,6 +8,7 @@
 //! errors, and the stamps of TCP segments that [`crate::align`] pairs; knows nothing
 //! of how clocks are fitted, or of inference.
 
+pub mod cluster;
 pub mod decode;
 pub mod file;
 pub mod flows;
@@ -823,12 +824,17 @@ fn services_per_host(
     services
 }
 
-/// Reads a names file: one `address name` per line, `#` comments.
-pub fn read_names(path: &Path) -> Result<BTreeMap<IpAddr, String>, CaptureError> {
+/// Reads a names file: one `address name` per line, `#` comments; or the JSON of
+/// `kubectl get pods,services,endpointslices -o json` ([`cluster`]), each pod named
+/// for its Service, or for itself `by_pod`.
+pub fn read_names(path: &Path, by_pod: bool) -> Result<BTreeMap<IpAddr, String>, CaptureError> {
     let text = std::fs::read_to_string(path).map_err(|source| CaptureError::Io {
         path: path.to_path_buf(),
         source,
     })?;
+    if text.trim_start().starts_with('{') {
+        return cluster::names(&text, path, by_pod);
+    }
     let mut names = BTreeMap::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();

@@ -527,8 +527,10 @@ pub(super) struct CaptureArgs {
     #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override, help_heading = "Captures (pcap/pcapng)")]
     pub(super) protocols: Vec<(u16, ProtocolName)>,
 
-    /// Name the nodes: a file of `address name` lines. Without it a capture's own
-    /// address is named after its host, other addresses stay numbers.
+    /// Name the nodes: a file of `address name` lines, or the JSON of `kubectl get
+    /// pods,services,endpointslices -o json` (pods named for their Service, else their
+    /// workload; for themselves with --node-by pod). Without it a capture's own address
+    /// is named after its host, other addresses stay numbers.
     #[arg(long, value_name = "FILE", help_heading = "Captures (pcap/pcapng)")]
     pub(super) names: Option<PathBuf>,
 
@@ -693,7 +695,7 @@ impl CaptureArgs {
             options.truth = capture::read_truth_ids(path)?;
         }
         if let Some(path) = &self.names {
-            options.names = capture::read_names(path)?;
+            options.names = capture::read_names(path, matches!(self.node_by, NodeByArg::Pod))?;
         }
         for host in &self.hosts {
             let (name, file) = host

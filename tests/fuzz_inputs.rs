@@ -117,6 +117,37 @@ proptest! {
     }
 
     #[test]
+    fn tunnelled_frames_never_panic(
+        inner in prop::collection::vec(any::<u8>(), 0..300),
+        geneve in any::<bool>(),
+    ) {
+        // One packet: Ethernet, IPv4 and UDP to VXLAN's or Geneve's port, carrying a
+        // tunnel header and arbitrary bytes as the pod's frame.
+        let (port, header): (u16, &[u8]) = if geneve {
+            (6081, &[0x01, 0, 0x65, 0x58, 0, 0, 1, 0, 9, 9, 9, 9])
+        } else {
+            (4789, &[0x08, 0, 0, 0, 0, 0, 1, 0])
+        };
+        let udp_len = (8 + header.len() + inner.len()) as u16;
+        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        frame.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 192, 168, 0, 1, 192, 168, 0, 2]);
+        let ip_len = 20 + udp_len;
+        frame[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        frame.extend_from_slice(&40_000u16.to_be_bytes());
+        frame.extend_from_slice(&port.to_be_bytes());
+        frame.extend_from_slice(&udp_len.to_be_bytes());
+        frame.extend_from_slice(&[0, 0]);
+        frame.extend_from_slice(header);
+        frame.extend_from_slice(&inner);
+        let mut bytes = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0];
+        bytes.extend_from_slice(&[0; 8]);
+        bytes.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&frame);
+        blackbox::fuzzing::capture(&bytes);
+    }
+
+    #[test]
     fn segments_paired_across_translations_never_panic(
         data in prop::collection::vec(any::<u8>(), 0..800)
     ) {

@@ -56,6 +56,32 @@ pub struct Segment<'a> {
 /// Decodes a frame, counting in `stats` why it is skipped when it carries no TCP or
 /// UDP segment.
 pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a>> {
+    decode_at(frame, stats, false)
+}
+
+/// The UDP ports of the tunnels whose frames are read through: VXLAN (IANA's 4789, and
+/// 8472, the Linux kernel's default that flannel uses) and Geneve.
+const VXLAN_PORTS: [u16; 2] = [4789, 8472];
+const GENEVE_PORT: u16 = 6081;
+
+/// The Ethernet frame a VXLAN or Geneve datagram carries to `port`, if it is one.
+fn tunnelled(port: u16, payload: &[u8]) -> Option<(&'static str, &[u8])> {
+    if VXLAN_PORTS.contains(&port) && payload.len() >= 8 + 14 && payload[0] & 0x08 != 0 {
+        return Some(("VXLAN", &payload[8..]));
+    }
+    if port == GENEVE_PORT && payload.len() >= 8 {
+        // Version 0; options in 4-byte words; the carried protocol is Ethernet.
+        let options = usize::from(payload[0] & 0x3f) * 4;
+        let ethernet = u16::from_be_bytes([payload[2], payload[3]]) == 0x6558;
+        if payload[0] >> 6 == 0 && ethernet && payload.len() >= 8 + options + 14 {
+            return Some(("Geneve", &payload[8 + options..]));
+        }
+    }
+    None
+}
+
+/// [`decode`]; `inner` for a frame a tunnel carried, which is not opened again.
+fn decode_at<'a>(frame: &Frame<'a>, stats: &mut FileStats, inner: bool) -> Option<Segment<'a>> {
     let data = frame.data;
     let sliced = match frame.linktype {
         Linktype::ETHERNET => LaxSlicedPacket::from_ethernet(data).ok(),
@@ -155,6 +181,25 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
             }
         }
         Some(TransportSlice::Udp(udp)) => {
+            if let Some((tunnel, carried)) =
+                tunnelled(udp.destination_port(), udp.payload()).filter(|_| !inner)
+            {
+                // A node's uplink carries pods' frames: the packet is the one inside.
+                match net {
+                    LaxNetSlice::Ipv4(_) => stats.ipv4 -= 1,
+                    _ => stats.ipv6 -= 1,
+                }
+                stats.housekeeping(match tunnel {
+                    "VXLAN" => "frames read inside VXLAN",
+                    _ => "frames read inside Geneve",
+                });
+                let carried = Frame {
+                    linktype: Linktype::ETHERNET,
+                    data: carried,
+                    ..*frame
+                };
+                return decode_at(&carried, stats, true);
+            }
             stats.udp += 1;
             let wire_len = usize::from(udp.length()).saturating_sub(8);
             Segment {
@@ -311,5 +356,43 @@ mod tests {
         assert_eq!(reasons.len(), 3, "{reasons:?}");
         assert!(stats.skipped.contains_key("unsupported link type 147"));
         assert_eq!(stats.skipped.values().sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn a_pods_frame_inside_vxlan_or_geneve_is_read_through() {
+        let mut inner = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        inner.extend_from_slice(&ip_packet(false));
+        let mut vxlan = vec![0x08, 0, 0, 0, 0, 0, 0x2a, 0];
+        vxlan.extend_from_slice(&inner);
+        let mut geneve = vec![0x01, 0, 0x65, 0x58, 0, 0, 0x2a, 0, 1, 2, 3, 4];
+        geneve.extend_from_slice(&inner);
+        for (port, payload, what) in [
+            (4789, &vxlan, "frames read inside VXLAN"),
+            (8472, &vxlan, "frames read inside VXLAN"),
+            (6081, &geneve, "frames read inside Geneve"),
+        ] {
+            let mut outer = Vec::new();
+            PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 8])
+                .ipv4([192, 168, 0, 1], [192, 168, 0, 2], 64)
+                .udp(40_000, port)
+                .write(&mut outer, payload)
+                .unwrap();
+            let frame = Frame {
+                linktype: Linktype::ETHERNET,
+                time: 0,
+                data: &outer,
+                wire_len: outer.len() as u32,
+                number: 1,
+                offset: 0,
+            };
+            let mut stats = FileStats::default();
+            let segment = decode(&frame, &mut stats).expect("the inner segment");
+            assert_eq!(segment.from, "10.0.0.1:40000".parse().unwrap());
+            assert_eq!(segment.to, "10.0.0.2:80".parse().unwrap());
+            assert_eq!(segment.payload, b"GET / HTTP/1.1\r\n\r\n");
+            // One packet: the one inside.
+            assert_eq!((stats.ipv4, stats.tcp, stats.udp), (1, 1, 0));
+            assert_eq!(stats.housekeeping[what], 1);
+        }
     }
 }

@@ -46,9 +46,9 @@ pub(super) enum Command {
     /// and skipped goes to stderr.
     #[command(after_long_help = "Examples:
   blackbox nest traces/shop/*.pcap*
-  blackbox nest -q --sort total --top 5 traces/multitier.trace
   blackbox nest -q traces/shop/*.pcap* --html report.html --svg graphs/
-  blackbox nest -q traces/multitier.trace --json - > patterns.json
+  blackbox nest -q --sort total --top 5 traces/multitier.trace --json - > patterns.json
+  blackbox nest traces/k8s/*.pcap.gz --names traces/k8s/cluster.json
 ")]
     Nest(NestArgs),
     /// Score the nesting algorithm, or the convolution's paths, against ground truth (paper §7.5).

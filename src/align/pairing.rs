@@ -240,6 +240,9 @@ fn with_ports(stamp: &SegmentStamp) -> u64 {
 /// forwarded (a node translating its pods' addresses does within microseconds).
 const FORWARDED_WITHIN: Nanos = 50_000_000;
 
+/// Copies of one key in one capture beyond which forwarding is told without times.
+const MANY_ALIKE: usize = 64;
+
 /// Per pair of captures and direction, the delays (receive time less send time) of the
 /// segments matched with their ports: the range a match by key alone must fall in.
 struct Delays(BTreeMap<(usize, usize), (Nanos, Nanos)>);
@@ -308,13 +311,23 @@ fn standing_between(
             // Arrived, and left again soon after: forwarded. (Two segments that only
             // share a key, by the chance of numbers that are not random, are rarely so
             // close.)
-            let forwarded = one.iter().filter(|c| !c.sends).any(|arrived| {
-                one.iter()
-                    .filter(|c| c.route != arrived.route && (c.sends || c.passes))
-                    .any(|left| {
-                        (0..=FORWARDED_WITHIN).contains(&(time_of(left) - time_of(arrived)))
-                    })
-            });
+            let leaves = |c: &&Copy| c.sends || c.passes;
+            let forwarded = match one.len() > MANY_ALIKE {
+                // Many segments alike (duplicate acknowledgements): by their routes
+                // alone, so as not to compare each with each.
+                true => {
+                    let arrived: BTreeSet<u32> =
+                        one.iter().filter(|c| !c.sends).map(|c| c.route).collect();
+                    let left: BTreeSet<u32> = one.iter().filter(leaves).map(|c| c.route).collect();
+                    left.iter().any(|l| arrived.iter().any(|a| a != l))
+                }
+                false => one.iter().filter(|c| !c.sends).any(|arrived| {
+                    one.iter()
+                        .filter(leaves)
+                        .filter(|l| l.route != arrived.route)
+                        .any(|l| (0..=FORWARDED_WITHIN).contains(&(time_of(l) - time_of(arrived))))
+                }),
+            };
             for copy in one {
                 if forwarded || copy.passes {
                     between.insert((c as u32, copy.route, copy.index));

@@ -183,3 +183,121 @@ fn the_clusters_own_description_names_the_nodes() {
         assert!(by_pod.contains(pattern), "{pattern} not in\n{by_pod}");
     }
 }
+
+/// One pcapng enhanced packet block of an Ethernet frame from `from` to `to` (IPv4 and
+/// TCP, ports 40000 → 80 or back), with a packet comment and `epb_flags`' direction.
+fn commented_packet(
+    from: [u8; 4],
+    to: [u8; 4],
+    payload: &[u8],
+    comment: &str,
+    outbound: bool,
+) -> Vec<u8> {
+    let (source, destination) = if outbound {
+        (40_000u16, 80u16)
+    } else {
+        (80, 40_000)
+    };
+    let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let total = (20 + 20 + payload.len()) as u16;
+    frame.extend_from_slice(&[0x45, 0]);
+    frame.extend_from_slice(&total.to_be_bytes());
+    frame.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+    frame.extend_from_slice(&from);
+    frame.extend_from_slice(&to);
+    frame.extend_from_slice(&source.to_be_bytes());
+    frame.extend_from_slice(&destination.to_be_bytes());
+    let seq: u32 = if outbound { 1000 } else { 5000 };
+    let ack: u32 = if outbound { 5000 } else { 1000 + 18 };
+    frame.extend_from_slice(&seq.to_be_bytes());
+    frame.extend_from_slice(&ack.to_be_bytes());
+    frame.extend_from_slice(&[0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+    frame.extend_from_slice(payload);
+    let pad = |v: &mut Vec<u8>| {
+        while v.len() % 4 != 0 {
+            v.push(0)
+        }
+    };
+    let mut body = Vec::new();
+    body.extend_from_slice(&0u32.to_le_bytes()); // interface
+    body.extend_from_slice(&0u32.to_le_bytes()); // time, high
+    body.extend_from_slice(&(if outbound { 1_000_000u32 } else { 1_002_000 }).to_le_bytes());
+    body.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+    body.extend_from_slice(&frame);
+    pad(&mut body);
+    body.extend_from_slice(&1u16.to_le_bytes()); // opt_comment
+    body.extend_from_slice(&(comment.len() as u16).to_le_bytes());
+    body.extend_from_slice(comment.as_bytes());
+    pad(&mut body);
+    body.extend_from_slice(&2u16.to_le_bytes()); // epb_flags
+    body.extend_from_slice(&4u16.to_le_bytes());
+    body.extend_from_slice(&(if outbound { 2u32 } else { 1 }).to_le_bytes());
+    body.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
+    let length = (body.len() + 12) as u32;
+    let mut block = 6u32.to_le_bytes().to_vec();
+    block.extend_from_slice(&length.to_le_bytes());
+    block.extend_from_slice(&body);
+    block.extend_from_slice(&length.to_le_bytes());
+    block
+}
+
+#[test]
+fn pods_named_in_packet_comments_name_their_nodes() {
+    // As ptcpdump writes them: the pod that sent or received each packet, per packet.
+    let mut pcapng = Vec::new();
+    for (kind, body) in [
+        (
+            0x0a0d_0d0au32,
+            [
+                0x1a2b_3c4du32.to_le_bytes().to_vec(),
+                vec![1, 0, 0, 0],
+                vec![0xff; 8],
+            ]
+            .concat(),
+        ),
+        (
+            1,
+            [
+                1u16.to_le_bytes().to_vec(),
+                vec![0, 0],
+                0u32.to_le_bytes().to_vec(),
+            ]
+            .concat(),
+        ),
+    ] {
+        let length = (body.len() + 12) as u32;
+        pcapng.extend_from_slice(&kind.to_le_bytes());
+        pcapng.extend_from_slice(&length.to_le_bytes());
+        pcapng.extend_from_slice(&body);
+        pcapng.extend_from_slice(&length.to_le_bytes());
+    }
+    let pod = "PID: 7\nCmd: /usr/bin/curl\nArgs: curl\nPodName: web-5c8d7\nPodNamespace: shop\nPodUID: 1\nPodLabels: app=web\nPodAnnotations: ";
+    pcapng.extend(commented_packet(
+        [10, 244, 1, 2],
+        [10, 96, 0, 60],
+        b"GET / HTTP/1.1\r\n\r\n",
+        pod,
+        true,
+    ));
+    pcapng.extend(commented_packet(
+        [10, 96, 0, 60],
+        [10, 244, 1, 2],
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        pod,
+        false,
+    ));
+    let dir = std::env::temp_dir().join(format!("blackbox-ptcpdump-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("node-a.pcapng");
+    std::fs::write(&path, &pcapng).unwrap();
+    let records = stdout_of(blackbox().args(["records", "-q"]).arg(&path));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let senders: Vec<&str> = records
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap())
+        .collect();
+    // The packets' direction tells the capture's own address too.
+    assert_eq!(senders, ["shop/web-5c8d7", "10.96.0.60"], "{records}");
+    assert!(records.starts_with("1.000000 CALL_SENT"), "{records}");
+}

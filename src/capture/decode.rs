@@ -273,6 +273,8 @@ mod tests {
             wire_len: data.len() as u32,
             number: 1,
             offset: 0,
+            comment: None,
+            outbound: None,
         };
         let mut stats = FileStats::default();
         decode(&frame, &mut stats).map(|s| {
@@ -349,6 +351,8 @@ mod tests {
                 wire_len: data.len() as u32,
                 number: 1,
                 offset: 0,
+                comment: None,
+                outbound: None,
             };
             assert!(decode(&frame, &mut stats).is_none());
         }
@@ -384,6 +388,8 @@ mod tests {
                 wire_len: outer.len() as u32,
                 number: 1,
                 offset: 0,
+                comment: None,
+                outbound: None,
             };
             let mut stats = FileStats::default();
             let segment = decode(&frame, &mut stats).expect("the inner segment");

@@ -30,6 +30,47 @@ pub struct Frame<'a> {
     pub number: u64,
     /// Byte offset of the packet's record in the file, for messages.
     pub offset: u64,
+    /// The pcapng packet's comment (`opt_comment`), where it has one: ptcpdump writes the
+    /// process and the pod that sent or received it there.
+    pub comment: Option<&'a [u8]>,
+    /// Whether the packet left the capturing host (`epb_flags`' direction), where the
+    /// pcapng says.
+    pub outbound: Option<bool>,
+}
+
+/// The comment and the direction (true: outbound) an enhanced packet block's options
+/// give.
+fn packet_options<'a>(
+    epb: &'a pcap_parser::pcapng::EnhancedPacketBlock<'_>,
+) -> (Option<&'a [u8]>, Option<bool>) {
+    use pcap_parser::pcapng::OptionCode;
+    let comment = epb
+        .options
+        .iter()
+        .find(|o| o.code == OptionCode::Comment)
+        .and_then(|o| o.as_bytes().ok());
+    // epb_flags is option 2 of a packet block, in the section's byte order, which the
+    // block's type, read as little-endian, tells.
+    let big_endian = epb.block_type != 6;
+    let outbound = epb
+        .options
+        .iter()
+        .find(|o| o.code == OptionCode(2))
+        .and_then(|o| o.as_bytes().ok())
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .and_then(|b| {
+            let flags = if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            };
+            match flags & 3 {
+                1 => Some(false),
+                2 => Some(true),
+                _ => None,
+            }
+        });
+    (comment, outbound)
 }
 
 /// What the file's container said about one pcapng interface.
@@ -132,6 +173,8 @@ pub fn read_frames<R: Read + Send>(
                                 wire_len: packet.origlen,
                                 number,
                                 offset,
+                                comment: None,
+                                outbound: None,
                             },
                             stats,
                         );
@@ -149,6 +192,7 @@ pub fn read_frames<R: Read + Send>(
                         match interfaces.get(epb.if_id as usize) {
                             Some(interface) => {
                                 let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                                let (comment, outbound) = packet_options(&epb);
                                 frame(
                                     &Frame {
                                         linktype: interface.linktype,
@@ -159,6 +203,8 @@ pub fn read_frames<R: Read + Send>(
                                         wire_len: epb.origlen,
                                         number,
                                         offset,
+                                        comment,
+                                        outbound,
                                     },
                                     stats,
                                 );

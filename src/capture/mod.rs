@@ -162,9 +162,13 @@ pub struct HostCapture {
     pub local_uncertain: Option<Uncertain>,
     /// Packets per address pair, from which `local` is decided.
     pairs: BTreeMap<(IpAddr, IpAddr), u64>,
-    /// Source addresses whose packets mostly came with less time to live than a sender
-    /// sets: they crossed a router to get here, so they are not this host's own.
+    /// Addresses that are not this host's own: sources whose packets mostly came with
+    /// less time to live than a sender sets (they crossed a router to get here), and the
+    /// far ends of packets a pcapng marks inbound or outbound.
     routed: BTreeSet<IpAddr>,
+    /// Addresses named by the pcapng packet comments a capture tool wrote (ptcpdump's
+    /// pod), each for the pod that sent or received its packets.
+    pub pods: BTreeMap<IpAddr, String>,
     /// The TCP segments seen, by route, when [`CaptureOptions::clock_stamps`] asks.
     pub stamps: Vec<RouteStamps>,
     endpoints: Vec<SocketAddr>,
@@ -271,6 +275,7 @@ impl HostCapture {
             local_uncertain: None,
             pairs: BTreeMap::new(),
             routed: BTreeSet::new(),
+            pods: BTreeMap::new(),
             stamps,
             endpoints: Vec::new(),
             messages: Vec::new(),
@@ -418,7 +423,7 @@ pub fn read_capture_into<R: Read + Send>(
         let read = reading.join().expect("the reading thread does not panic");
         (read, (followed, stats, handed_on))
     });
-    let (stopped, pairs, routed, stamps, mut stats) = read?;
+    let (stopped, pairs, routed, pods, stamps, mut stats) = read?;
     let (followed, flow_stats, handed_on) = followed;
     stats.add(&flow_stats);
     Ok(HostCapture {
@@ -430,6 +435,7 @@ pub fn read_capture_into<R: Read + Send>(
         local_uncertain: None,
         pairs,
         routed,
+        pods,
         stamps,
         endpoints: followed.endpoints,
         message_count: handed_on + followed.messages.len(),
@@ -463,13 +469,35 @@ struct SegmentRecord {
 /// Payload bytes per batch before it is sent on.
 const BATCH_BYTES: usize = 1 << 20;
 
+/// What the first stage gives: why reading stopped, packets per address pair, the
+/// routed source addresses, pods named by packet comments, stamps, counts.
 type ReadSegments = (
     Option<file::Stopped>,
     BTreeMap<(IpAddr, IpAddr), u64>,
     BTreeSet<IpAddr>,
+    BTreeMap<IpAddr, String>,
     Vec<RouteStamps>,
     FileStats,
 );
+
+/// The pod a packet comment names (ptcpdump's `PodName: NAME`, with its namespace
+/// where given: `PodNamespace: NS` makes `NS/NAME`), if it names one.
+fn commented_pod(comment: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(comment).ok()?;
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(key))
+            .map(str::trim)
+            .filter(|v| {
+                !v.is_empty() && !v.contains(['(', ')', ',']) && !v.contains(char::is_whitespace)
+            })
+    };
+    let pod = field("PodName:")?;
+    Some(match field("PodNamespace:") {
+        Some(namespace) => format!("{namespace}/{pod}"),
+        None => pod.to_string(),
+    })
+}
 
 /// The first stage: reads and decodes every packet, counts packets per address pair,
 /// and sends the segments on in batches.
@@ -492,6 +520,10 @@ fn read_segments<R: Read + Send>(
     // Packets per source address with a time to live a sender sets, and with less,
     // counted in runs as the pairs are.
     let mut ttls: HashMap<IpAddr, [u64; 2]> = HashMap::new();
+    // The pod each address belongs to, as packet comments say (the first to say).
+    let mut pods: BTreeMap<IpAddr, String> = BTreeMap::new();
+    let mut far_ends: BTreeSet<IpAddr> = BTreeSet::new();
+    let mut last_far: Option<IpAddr> = None;
     let mut ttl_run: Option<(IpAddr, bool, u64)> = None;
     let mut batch = SegmentBatch::default();
     let mut receiver_gone = false;
@@ -503,6 +535,23 @@ fn read_segments<R: Read + Send>(
         let (a, b) = (segment.from.ip(), segment.to.ip());
         let pair = (a.min(b), a.max(b));
         let fresh = fresh_ttl(segment.ttl);
+        if let Some(outbound) = frame.outbound {
+            // The far end of a packet the pcapng says left or arrived is not this
+            // host's.
+            let far = if outbound { b } else { a };
+            if last_far != Some(far) {
+                last_far = Some(far);
+                far_ends.insert(far);
+            }
+        }
+        if let (Some(comment), Some(outbound)) = (frame.comment, frame.outbound) {
+            let own = if outbound { a } else { b };
+            if let std::collections::btree_map::Entry::Vacant(vacant) = pods.entry(own) {
+                if let Some(pod) = commented_pod(comment) {
+                    vacant.insert(pod);
+                }
+            }
+        }
         match &mut run {
             Some((current, n)) if *current == pair => *n += 1,
             _ => {
@@ -579,9 +628,17 @@ fn read_segments<R: Read + Send>(
         .into_iter()
         .filter(|(_, [aged, fresh])| aged > fresh)
         .map(|(address, _)| address)
+        .chain(far_ends)
         .collect();
     routes.sort_by_key(|r| (r.from, r.to));
-    Ok((stopped, pairs.into_iter().collect(), routed, routes, stats))
+    Ok((
+        stopped,
+        pairs.into_iter().collect(),
+        routed,
+        pods,
+        routes,
+        stats,
+    ))
 }
 
 /// Reads every capture (in parallel) from its stream, named by its path, and decides
@@ -764,22 +821,37 @@ pub fn same_clock(_: usize, t: crate::trace::Nanos) -> crate::trace::Nanos {
     t
 }
 
-/// Node names for addresses: `--names` first, then each file's host name for its one
-/// own address (a file with several own addresses names none of them), or the service
-/// it is a replica of, unless `--node-by pod`.
+/// Node names for addresses: `--names` first; then the service a capture's one own
+/// address is a replica of, unless `--node-by pod`; then the pods packet comments name;
+/// then each file's host name for its one own address (a file with several own
+/// addresses names none of them).
 pub(crate) fn node_names(
     captures: &[HostCapture],
     options: &CaptureOptions,
 ) -> BTreeMap<IpAddr, String> {
     let mut names = BTreeMap::new();
+    let one_own = |capture: &HostCapture| match capture.local.len() {
+        1 => capture.local.first().copied(),
+        _ => None,
+    };
+    // A Service's replicas by the Service; then the pods that packet comments name
+    // (explicit, where a node's capture holds several); then each capture's own
+    // address by its host.
     for capture in captures {
-        if capture.local.len() == 1 {
-            let address = *capture.local.iter().next().expect("one");
-            let name = match (&capture.replica_of, options.node_by) {
-                (Some(service), NodeBy::Host | NodeBy::Service | NodeBy::Operation) => service,
-                _ => &capture.host,
-            };
-            names.entry(address).or_insert_with(|| name.clone());
+        if let (Some(address), Some(service)) = (one_own(capture), &capture.replica_of) {
+            if options.node_by != NodeBy::Pod {
+                names.insert(address, service.clone());
+            }
+        }
+    }
+    for capture in captures {
+        for (address, pod) in &capture.pods {
+            names.entry(*address).or_insert_with(|| pod.clone());
+        }
+    }
+    for capture in captures {
+        if let Some(address) = one_own(capture) {
+            names.entry(address).or_insert_with(|| capture.host.clone());
         }
     }
     for (address, name) in &options.names {

@@ -177,8 +177,8 @@ pub fn learn(captures: &mut [HostCapture], pairing: &Pairing) -> Translations {
     translations
 }
 
-/// The addresses that stood for two or more captured hosts, each such host given to
-/// the first of them (in order of address) as one of its replicas.
+/// The addresses that stood for two or more captured hosts serving on one port, each
+/// such host given to the first of them (in order of address) as one of its replicas.
 fn services(
     captures: &mut [HostCapture],
     destinations: &BTreeMap<SocketAddr, BTreeSet<SocketAddr>>,
@@ -190,7 +190,12 @@ fn services(
             .iter()
             .filter_map(|m| owner.get(&m.ip()).copied())
             .collect();
-        if hosts.len() < 2 {
+        // Replicas serve on one port; clients behind a rewritten source port that came
+        // round again (MASQUERADE) each have ports of their own.
+        let one_port = meant
+            .iter()
+            .all(|m| m.port() == meant.first().map_or(0, |f| f.port()));
+        if hosts.len() < 2 || !one_port {
             continue;
         }
         let replicas: Vec<String> = hosts.iter().map(|&h| captures[h].host.clone()).collect();
@@ -357,5 +362,41 @@ mod tests {
         );
         assert_eq!(stem(&["alpha", "beta"]), None);
         assert_eq!(stem(&["é-1", "é-2"]).as_deref(), Some("é"));
+    }
+
+    #[test]
+    fn clients_behind_a_source_port_that_came_round_again_are_no_service() {
+        // Two clients' connections masqueraded to the same node port, one after the
+        // other: the server saw one address for both, but on their own ports.
+        let mut captures = [
+            host("client-a", "10.78.0.100"),
+            host("client-b", "10.78.0.101"),
+            host("web", "10.244.1.2"),
+        ];
+        let request = |sender: usize, client: &str| Link {
+            sender,
+            sent: ends(client, "10.78.0.1:30080"),
+            receiver: 2,
+            received: ends("10.78.0.1:41000", "10.244.1.2:8080"),
+        };
+        let reply = |receiver: usize, client: &str| Link {
+            sender: 2,
+            sent: ends("10.244.1.2:8080", "10.78.0.1:41000"),
+            receiver,
+            received: ends("10.78.0.1:30080", client),
+        };
+        let links = [
+            (request(0, "10.78.0.100:5000"), 4),
+            (reply(0, "10.78.0.100:5000"), 4),
+            (request(1, "10.78.0.101:6000"), 3),
+            (reply(1, "10.78.0.101:6000"), 3),
+        ];
+        let translations = learn(&mut captures, &pairing(&links));
+        assert!(
+            translations.services.is_empty(),
+            "{:?}",
+            translations.services
+        );
+        assert!(captures.iter().all(|c| c.replica_of.is_none()));
     }
 }

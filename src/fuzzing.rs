@@ -200,10 +200,9 @@ pub fn nat_pairing(data: &[u8]) {
         stats.matched as usize * 2 <= stamps,
         "{stats:?} of {stamps}"
     );
-    assert_eq!(
-        pairing.links.values().sum::<u64>(),
-        stats.matched,
-        "every match is on one link"
+    assert!(
+        pairing.links.values().sum::<u64>() <= stats.matched,
+        "a match is on one link at most"
     );
     for link in pairing.links.keys() {
         assert_ne!(link.sender, link.receiver, "{link:?}");

@@ -75,7 +75,10 @@ pub struct Pairing {
     pub samples: Vec<PairSamples>,
     /// The counts.
     pub stats: PairingStats,
-    /// Every link with the segments matched on it.
+    /// Every link through a translation (its two ends name it differently), and every
+    /// link named alike at both ends whose view either end also saw translated, with
+    /// the segments matched on it. The others, a flat network's, tell no translation
+    /// and are left out.
     pub links: BTreeMap<Link, u64>,
     /// Per capture, the directions of connections it saw only pass (a node's capture
     /// of its pods' traffic, before and after it translated them) whose segments the
@@ -149,6 +152,7 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
     let mut left: Vec<Copy> = Vec::new();
     // The receivers' routes matched with a sender's.
     let mut paired: HashSet<(usize, usize)> = HashSet::new();
+    let mut routes: Vec<[(Copy, usize); 2]> = Vec::new();
     for (sender, capture) in captures.iter().enumerate() {
         for (r, route) in capture.stamps.iter().enumerate() {
             let part = role(sender, route);
@@ -167,9 +171,20 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
             if let Some((receiver, at)) = other {
                 paired.insert((receiver, at));
                 let received = role(receiver, &captures[receiver].stamps[at]);
-                found.match_route(captures, [(part, r), (received, at)], &between, &mut left);
+                routes.push([(part, r), (received, at)]);
             }
         }
+    }
+    // Each route on its own, on every core; added up in order.
+    let matched: Vec<RouteMatch> = {
+        use rayon::prelude::*;
+        routes
+            .into_par_iter()
+            .map(|ends| match_route(captures, ends, &between))
+            .collect()
+    };
+    for route in matched {
+        found.add_route(route, &mut left);
     }
     // Every other route's copies, and those standing between, wait for the second round.
     for (c, capture) in captures.iter().enumerate() {
@@ -177,6 +192,9 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
             let part = role(c, route);
             let matched_above = (part.sends && !part.passes && found.routes.contains(&(c, r)))
                 || paired.contains(&(c, r));
+            if matched_above && between.is_empty() {
+                continue;
+            }
             for index in 0..route.stamps.len() {
                 let standing = between.contains(&(c as u32, r as u32, index as u32));
                 if matched_above && !standing {
@@ -202,11 +220,13 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
     let Found {
         mut stats,
         pairs,
-        links,
+        mut links,
+        alike,
         unmatched,
         passed,
         ..
     } = found;
+    add_alike_where_translated(&mut links, alike);
     let pieces = pieces(captures, &unmatched, &role);
     for (copy, piece) in unmatched.iter().zip(&pieces) {
         if *piece {
@@ -219,14 +239,37 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
     }
     let mut pairs: Vec<PairSamples> = pairs.into_values().collect();
     for pair in &mut pairs {
-        pair.forward.sort_unstable_by_key(|s| (s.sent, s.received));
-        pair.backward.sort_unstable_by_key(|s| (s.sent, s.received));
+        // Each route's samples came in order of sending: runs a stable sort merges.
+        pair.forward.sort_by_key(|s| (s.sent, s.received));
+        pair.backward.sort_by_key(|s| (s.sent, s.received));
     }
     Pairing {
         samples: pairs,
         stats,
         links: links.into_iter().collect(),
         passed: passed.into_iter().collect(),
+    }
+}
+
+/// Adds to `links` those of `alike` (links named alike at both ends) whose view either
+/// end also saw through a translation: there they vote against it ([`crate::nat`]).
+fn add_alike_where_translated(links: &mut HashMap<Link, u64>, alike: Vec<(Link, u64)>) {
+    let mut translated: HashSet<(usize, (SocketAddr, SocketAddr))> = HashSet::new();
+    for link in links.keys().filter(|link| link.sent != link.received) {
+        for (capture, (from, to)) in [(link.sender, link.sent), (link.receiver, link.received)] {
+            translated.insert((capture, (from, to)));
+            translated.insert((capture, (to, from)));
+        }
+    }
+    if translated.is_empty() {
+        return;
+    }
+    for (link, segments) in alike {
+        if translated.contains(&(link.sender, link.sent))
+            || translated.contains(&(link.receiver, link.received))
+        {
+            *links.entry(link).or_default() += segments;
+        }
     }
 }
 
@@ -344,6 +387,8 @@ struct Found {
     stats: PairingStats,
     pairs: BTreeMap<(usize, usize), PairSamples>,
     links: HashMap<Link, u64>,
+    /// The links matched route by route: named alike at both ends.
+    alike: Vec<(Link, u64)>,
     /// Copies neither matched nor repeated: pieces of a segment cut differently?
     unmatched: Vec<Copy>,
     passed: HashSet<(usize, (SocketAddr, SocketAddr))>,
@@ -352,98 +397,32 @@ struct Found {
 }
 
 impl Found {
-    /// Matches a sender's route with the same route in the receiver's capture, by key
-    /// and ports. The copies that stand between are left out; the unmatched, but those
-    /// repeated within one capture, go to `left`.
-    fn match_route(
-        &mut self,
-        captures: &[HostCapture],
-        [(sent, sent_at), (received, received_at)]: [(Copy, usize); 2],
-        between: &HashSet<(u32, u32, u32)>,
-        left: &mut Vec<Copy>,
-    ) {
-        self.routes.insert((sent.capture as usize, sent_at));
-        let sides = [(sent, sent_at), (received, received_at)].map(|(part, at)| {
-            let route = &captures[part.capture as usize].stamps[at];
-            let mut keyed: Vec<(u64, u32)> = route
-                .stamps
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !between.contains(&(part.capture, at as u32, *i as u32)))
-                .map(|(i, stamp)| (with_ports(stamp), i as u32))
-                .collect();
-            keyed.sort_unstable();
-            let mut unique = Vec::with_capacity(keyed.len());
-            for run in keyed.chunk_by(|a, b| a.0 == b.0) {
-                if run.len() == 1 {
-                    unique.push(run[0]);
-                } else {
-                    // Which copy the other end saw cannot be told.
-                    self.stats.repeated += run.len() as u64;
-                    self.stats.segments += run.len() as u64;
-                }
-            }
-            (route, unique)
-        });
-        let [(sent_route, sent_keys), (received_route, received_keys)] = sides;
-        let copy = |part: Copy, at: usize, index: u32| Copy {
-            route: at as u32,
-            index,
-            ..part
-        };
-        // Each connection's view once, with its segments.
-        let mut views: HashMap<(u16, u16), u64> = HashMap::new();
-        let (mut i, mut j) = (0, 0);
-        while i < sent_keys.len() || j < received_keys.len() {
-            let order = match (sent_keys.get(i), received_keys.get(j)) {
-                (Some(a), Some(b)) => a.0.cmp(&b.0),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                _ => std::cmp::Ordering::Greater,
-            };
-            match order {
-                std::cmp::Ordering::Less => {
-                    left.push(copy(sent, sent_at, sent_keys[i].1));
-                    i += 1;
-                }
-                std::cmp::Ordering::Greater => {
-                    left.push(copy(received, received_at, received_keys[j].1));
-                    j += 1;
-                }
-                std::cmp::Ordering::Equal => {
-                    let sent_stamp = &sent_route.stamps[sent_keys[i].1 as usize];
-                    let received_stamp = &received_route.stamps[received_keys[j].1 as usize];
-                    self.add_sample(
-                        [sent.capture, received.capture].map(|c| c as usize),
-                        sent_stamp.time,
-                        received_stamp.time,
-                    );
-                    *views.entry(sent_stamp.ports).or_default() += 1;
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        for (ports, segments) in views {
-            let ends = SocketAddr::new(sent_route.from, ports.0);
-            let ends = (ends, SocketAddr::new(sent_route.to, ports.1));
-            *self
-                .links
-                .entry(Link {
-                    sender: sent.capture as usize,
+    /// Adds what matching one route found; its unmatched copies go to `left`.
+    fn add_route(&mut self, route: RouteMatch, left: &mut Vec<Copy>) {
+        self.routes.insert(route.sender_route);
+        self.stats.repeated += route.repeated;
+        self.stats.segments += route.repeated;
+        let [sender, receiver] = route.hosts;
+        self.add_samples(route.hosts, route.samples);
+        self.alike
+            .extend(route.views.into_iter().map(|(ends, segments)| {
+                let link = Link {
+                    sender,
                     sent: ends,
-                    receiver: received.capture as usize,
+                    receiver,
                     received: ends,
-                })
-                .or_default() += segments;
-        }
+                };
+                (link, segments)
+            }));
+        left.extend(route.left);
     }
 
     /// Matches `copies` by their keys alone: where a key's copies, but those standing
     /// between, come down to one send and one receive in two captures that took as
     /// long as those hosts' other segments, a sample. The rest, but copies repeated
     /// within one capture, are unmatched.
-    fn match_keys(&mut self, captures: &[HostCapture], copies: &mut [Copy], delays: &Delays) {
-        copies.sort_unstable_by_key(|c| (c.key, c.capture, c.route, c.index));
+    fn match_keys(&mut self, captures: &[HostCapture], copies: &mut Vec<Copy>, delays: &Delays) {
+        sort_by_hash(copies, |c| (c.key, c.capture, c.route, c.index), |c| c.key);
         let stamp_of = |c: &Copy| -> (&RouteStamps, &SegmentStamp) {
             let route = &captures[c.capture as usize].stamps[c.route as usize];
             (route, &route.stamps[c.index as usize])
@@ -514,22 +493,178 @@ impl Found {
     }
 
     /// One segment seen at both ends.
-    fn add_sample(&mut self, [sender, receiver]: [usize; 2], sent: Nanos, received: Nanos) {
+    fn add_sample(&mut self, hosts: [usize; 2], sent: Nanos, received: Nanos) {
+        self.add_samples(hosts, vec![Sample { sent, received }]);
+    }
+
+    /// Segments seen at both ends, sent by `sender` and received by `receiver`.
+    fn add_samples(&mut self, [sender, receiver]: [usize; 2], samples: Vec<Sample>) {
         let (a, b) = (sender.min(receiver), sender.max(receiver));
         let pair = self.pairs.entry((a, b)).or_insert_with(|| PairSamples {
             a,
             b,
             ..PairSamples::default()
         });
-        let sample = Sample { sent, received };
-        if sender == a {
-            pair.forward.push(sample);
-        } else {
-            pair.backward.push(sample);
+        let to = match sender == a {
+            true => &mut pair.forward,
+            false => &mut pair.backward,
+        };
+        let matched = samples.len() as u64;
+        match to.is_empty() {
+            true => *to = samples,
+            false => to.extend(samples),
         }
-        self.stats.matched += 1;
-        self.stats.segments += 2;
+        self.stats.matched += matched;
+        self.stats.segments += 2 * matched;
     }
+}
+
+/// What matching one sender's route with the receiver's found.
+struct RouteMatch {
+    /// The sender's capture and route.
+    sender_route: (usize, usize),
+    /// The sender's and the receiver's captures.
+    hosts: [usize; 2],
+    /// The segments seen at both ends, in the sender's order.
+    samples: Vec<Sample>,
+    /// Each connection's direction, as both ends named it, with its segments matched.
+    views: Vec<((SocketAddr, SocketAddr), u64)>,
+    /// Copies neither matched nor repeated, for the second round.
+    left: Vec<Copy>,
+    /// Copies whose key and ports repeat within their capture.
+    repeated: u64,
+}
+
+/// Matches a sender's route with the same route in the receiver's capture, by key and
+/// ports. The copies that stand between are left out.
+fn match_route(
+    captures: &[HostCapture],
+    [(sent, sent_at), (received, received_at)]: [(Copy, usize); 2],
+    between: &HashSet<(u32, u32, u32)>,
+) -> RouteMatch {
+    let mut repeated = 0;
+    let sides = [(sent, sent_at), (received, received_at)].map(|(part, at)| {
+        let route = &captures[part.capture as usize].stamps[at];
+        let standing = |i: usize| {
+            !between.is_empty() && between.contains(&(part.capture, at as u32, i as u32))
+        };
+        let mut keyed: Vec<(u64, u32)> = route
+            .stamps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !standing(*i))
+            .map(|(i, stamp)| (with_ports(stamp), i as u32))
+            .collect();
+        sort_by_hash(&mut keyed, |k| *k, |k| k.0);
+        let mut unique = Vec::with_capacity(keyed.len());
+        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+            if run.len() == 1 {
+                unique.push(run[0]);
+            } else {
+                // Which copy the other end saw cannot be told.
+                repeated += run.len() as u64;
+            }
+        }
+        (route, unique)
+    });
+    let [(sent_route, sent_keys), (received_route, received_keys)] = sides;
+    let copy = |part: Copy, at: usize, index: u32| Copy {
+        route: at as u32,
+        index,
+        ..part
+    };
+    let mut left = Vec::new();
+    // Per sent segment, the received one it matched (`u32::MAX`: none), so that the
+    // samples come out in the sender's order, nearly sorted by time already.
+    let mut received_as = vec![u32::MAX; sent_route.stamps.len()];
+    let (mut i, mut j) = (0, 0);
+    while i < sent_keys.len() || j < received_keys.len() {
+        let order = match (sent_keys.get(i), received_keys.get(j)) {
+            (Some(a), Some(b)) => a.0.cmp(&b.0),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                left.push(copy(sent, sent_at, sent_keys[i].1));
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                left.push(copy(received, received_at, received_keys[j].1));
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                received_as[sent_keys[i].1 as usize] = received_keys[j].1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    // Each connection's view once, with its segments.
+    let mut views: HashMap<(u16, u16), u64> = HashMap::new();
+    let mut samples = Vec::new();
+    for (sent_stamp, &at) in sent_route.stamps.iter().zip(&received_as) {
+        if at != u32::MAX {
+            samples.push(Sample {
+                sent: sent_stamp.time,
+                received: received_route.stamps[at as usize].time,
+            });
+            *views.entry(sent_stamp.ports).or_default() += 1;
+        }
+    }
+    let mut views: Vec<_> = views
+        .into_iter()
+        .map(|(ports, segments)| {
+            let from = SocketAddr::new(sent_route.from, ports.0);
+            ((from, SocketAddr::new(sent_route.to, ports.1)), segments)
+        })
+        .collect();
+    views.sort_unstable();
+    RouteMatch {
+        sender_route: (sent.capture as usize, sent_at),
+        hosts: [sent.capture, received.capture].map(|c| c as usize),
+        samples,
+        views,
+        left,
+        repeated,
+    }
+}
+
+/// Sorts `items` by `order`, whose first part is `hash`, a well-spread 64-bit digest:
+/// one pass scatters them by the digest's top bits, then each small bucket is sorted
+/// alone, in cache. The order is `sort_unstable_by_key`'s, a few times sooner on the
+/// millions of segments a long capture holds.
+fn sort_by_hash<T: std::marker::Copy, K: Ord>(
+    items: &mut Vec<T>,
+    order: impl Fn(&T) -> K + std::marker::Copy,
+    hash: impl Fn(&T) -> u64,
+) {
+    // About this many items per bucket.
+    const PER_BUCKET: usize = 64;
+    if items.len() < 4 * PER_BUCKET {
+        items.sort_unstable_by_key(order);
+        return;
+    }
+    let bits = (items.len() / PER_BUCKET).ilog2().clamp(1, 20);
+    let bucket = |item: &T| (hash(item) >> (64 - bits)) as usize;
+    let mut starts = vec![0usize; (1 << bits) + 1];
+    for item in items.iter() {
+        starts[bucket(item) + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut next = starts.clone();
+    let mut sorted = vec![items[0]; items.len()];
+    for item in items.iter() {
+        let at = &mut next[bucket(item)];
+        sorted[*at] = *item;
+        *at += 1;
+    }
+    for range in starts.windows(2) {
+        sorted[range[0]..range[1]].sort_unstable_by_key(order);
+    }
+    *items = sorted;
 }
 
 /// A segment's bytes at one end: its first byte's number, its length, its capture.
@@ -625,6 +760,31 @@ mod tests {
     fn host(name: &str, own: &[&str], routes: Vec<RouteStamps>) -> HostCapture {
         let own = own.iter().map(|a| a.parse().unwrap()).collect();
         HostCapture::from_stamps(name, own, routes)
+    }
+
+    #[test]
+    fn sorting_by_hash_orders_as_a_plain_sort() {
+        // Keys spread like digests, with repeats, and every length around the cut-off.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for length in [0, 1, 255, 256, 257, 5_000, 70_000] {
+            let items: Vec<(u64, u32)> = (0..length)
+                .map(|i| match i % 5 {
+                    0 => (42, i),
+                    _ => (next(), (next() % 3) as u32),
+                })
+                .collect();
+            let mut plain = items.clone();
+            plain.sort_unstable();
+            let mut hashed = items;
+            sort_by_hash(&mut hashed, |item| *item, |item| item.0);
+            assert_eq!(hashed, plain, "{length} items");
+        }
     }
 
     #[test]

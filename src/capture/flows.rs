@@ -79,8 +79,12 @@ struct UdpEntry {
 /// All flows of one capture, and the messages cut so far.
 pub struct Flows<'a> {
     choice: &'a ProtocolChoice,
-    endpoint_ids: HashMap<SocketAddr, u32>,
-    recent: [(SocketAddr, u32); 4],
+    /// IPv4 endpoints by [`packed`] address and port: compared and hashed as one
+    /// number, since most packets are IPv4.
+    v4_ids: HashMap<u64, u32>,
+    v6_ids: HashMap<SocketAddr, u32>,
+    /// The IPv4 endpoints met last ([`packed`]; `u64::MAX` where none).
+    recent: [(u64, u32); 4],
     next_recent: usize,
     /// Every endpoint seen, by index.
     pub endpoints: Vec<SocketAddr>,
@@ -89,6 +93,11 @@ pub struct Flows<'a> {
     /// Messages cut, in the order they completed.
     pub messages: Vec<CaptureMessage>,
     output: Output,
+}
+
+/// An IPv4 address and port as one number below 2⁴⁸.
+fn packed(address: std::net::SocketAddrV4) -> u64 {
+    u64::from(u32::from(*address.ip())) << 16 | u64::from(address.port())
 }
 
 fn key(a: u32, b: u32) -> (u32, u32) {
@@ -100,8 +109,9 @@ impl<'a> Flows<'a> {
     pub fn new(choice: &'a ProtocolChoice) -> Self {
         Flows {
             choice,
-            endpoint_ids: HashMap::new(),
-            recent: [(SocketAddr::from(([0, 0, 0, 0], 0)), u32::MAX); 4],
+            v4_ids: HashMap::new(),
+            v6_ids: HashMap::new(),
+            recent: [(u64::MAX, u32::MAX); 4],
             next_recent: 0,
             endpoints: Vec::new(),
             tcp: HashMap::new(),
@@ -112,22 +122,26 @@ impl<'a> Flows<'a> {
     }
 
     fn endpoint(&mut self, address: SocketAddr) -> u32 {
+        let SocketAddr::V4(v4) = address else {
+            let next = self.endpoints.len() as u32;
+            return *self.v6_ids.entry(address).or_insert_with(|| {
+                self.endpoints.push(address);
+                next
+            });
+        };
+        let key = packed(v4);
         // Consecutive packets mostly belong to a few connections: look there first.
-        if let Some(&(_, id)) = self.recent.iter().find(|(a, _)| *a == address) {
+        if let Some(&(_, id)) = self.recent.iter().find(|(k, _)| *k == key) {
             return id;
         }
-        let id = self.endpoint_id(address);
-        self.recent[self.next_recent] = (address, id);
-        self.next_recent = (self.next_recent + 1) % self.recent.len();
-        id
-    }
-
-    fn endpoint_id(&mut self, address: SocketAddr) -> u32 {
         let next = self.endpoints.len() as u32;
-        *self.endpoint_ids.entry(address).or_insert_with(|| {
+        let id = *self.v4_ids.entry(key).or_insert_with(|| {
             self.endpoints.push(address);
             next
-        })
+        });
+        self.recent[self.next_recent] = (key, id);
+        self.next_recent = (self.next_recent + 1) % self.recent.len();
+        id
     }
 
     /// One decoded segment, captured at `time`.

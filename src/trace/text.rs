@@ -330,29 +330,50 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
             lines.push((t, i, End::Received));
         }
     }
-    lines.sort_unstable();
-    let mut line = String::with_capacity(128);
-    for (t, i, end) in lines {
-        let m = &trace.messages[i];
-        line.clear();
-        push_line(
-            &mut line,
-            &LineFields {
-                time: t,
-                kind: m.kind(),
-                end,
-                sender: trace.node_name(m.sender()),
-                receiver: trace.node_name(m.receiver()),
-                call_id: trace.call_id_text(m.call_id()),
-                truth: trace.truth_text(m.truth()),
-                operation: trace.operation_name(trace.operation(m.call_id())),
-                propagated: trace.propagated_text(trace.propagated(m.call_id())),
-                status: trace.status(m.call_id()),
-            },
-        );
-        out.write_all(line.as_bytes())?;
+    {
+        use rayon::prelude::*;
+        lines.par_sort_unstable();
+    }
+    // Lines are formatted a block at a time on every core, and written in order.
+    const BLOCK: usize = 16_384;
+    const BLOCKS_AT_ONCE: usize = 16;
+    for blocks in lines.chunks(BLOCK * BLOCKS_AT_ONCE) {
+        use rayon::prelude::*;
+        let texts: Vec<String> = blocks
+            .par_chunks(BLOCK)
+            .map(|block| {
+                let mut text = String::with_capacity(block.len() * 96);
+                for &(t, i, end) in block {
+                    push_message_line(trace, t, i, end, &mut text);
+                }
+                text
+            })
+            .collect();
+        for text in texts {
+            out.write_all(text.as_bytes())?;
+        }
     }
     Ok(())
+}
+
+/// The line of message `i`'s `end` at time `t`, onto `text`.
+fn push_message_line(trace: &Trace, t: i64, i: usize, end: End, text: &mut String) {
+    let m = &trace.messages[i];
+    push_line(
+        text,
+        &LineFields {
+            time: t,
+            kind: m.kind(),
+            end,
+            sender: trace.node_name(m.sender()),
+            receiver: trace.node_name(m.receiver()),
+            call_id: trace.call_id_text(m.call_id()),
+            truth: trace.truth_text(m.truth()),
+            operation: trace.operation_name(trace.operation(m.call_id())),
+            propagated: trace.propagated_text(trace.propagated(m.call_id())),
+            status: trace.status(m.call_id()),
+        },
+    );
 }
 
 /// What one line of a text trace says.

@@ -4,30 +4,27 @@
 //! builder, in the reference clock. Owns only the writing; naming and the end rule are
 //! the capture module's.
 
-use super::{end_seen, host_of, push_call_id, HostCapture, MessageBatch, NodeBy};
+use super::naming::{host_of, Namer};
+use super::{HostCapture, MessageBatch, NodeBy};
 use crate::trace::text::{self, LineFields};
 use crate::trace::Nanos;
 use hashbrown::HashMap;
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, SocketAddr};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 /// Writes one capture's messages as lines; `clock` turns its times into the reference
 /// clock.
 pub struct LineWriter<'a> {
     names: &'a BTreeMap<IpAddr, String>,
-    local: &'a BTreeSet<IpAddr>,
-    translated: &'a HashMap<(SocketAddr, SocketAddr), (SocketAddr, SocketAddr)>,
+    namer: Namer<'a>,
     truth: &'a BTreeMap<String, String>,
     clock: &'a (dyn Fn(Nanos) -> Nanos + Sync),
-    /// Each endpoint's text, formatted once: a call id names two of them.
-    endpoints: Vec<String>,
     hosts: HashMap<IpAddr, String>,
     call_id: String,
     line: String,
     /// Messages left out: the capture saw them pass between two hosts whose own
     /// captures hold them ([`HostCapture::passed`]).
     pub passed_through: u64,
-    passed: &'a hashbrown::HashSet<(SocketAddr, SocketAddr)>,
 }
 
 impl<'a> LineWriter<'a> {
@@ -42,16 +39,13 @@ impl<'a> LineWriter<'a> {
     ) -> Self {
         LineWriter {
             names,
-            local: &capture.local,
-            translated: &capture.translated,
+            namer: Namer::new(capture),
             truth,
             clock,
-            endpoints: Vec::new(),
             hosts: HashMap::new(),
             call_id: String::new(),
             line: String::new(),
             passed_through: 0,
-            passed: &capture.passed,
         }
     }
 
@@ -62,61 +56,28 @@ impl<'a> LineWriter<'a> {
 
     /// Appends a line per message of `batch` to `out`.
     pub fn write(&mut self, batch: &MessageBatch<'_>, out: &mut Vec<u8>) {
-        for endpoint in &batch.endpoints[self.endpoints.len()..] {
-            self.endpoints.push(endpoint.to_string());
-        }
+        self.namer.more_endpoints(batch.endpoints);
         for message in batch.messages {
-            let client = batch.endpoints[message.client as usize];
-            let server = batch.endpoints[message.server as usize];
-            if !self.passed.is_empty() && self.passed.contains(&(client, server)) {
+            self.call_id.clear();
+            let Some(named) = self.namer.name(batch.endpoints, message, &mut self.call_id) else {
                 self.passed_through += 1;
                 continue;
-            }
-            let framed = &message.framed;
-            let (from, to) = match framed.from {
-                super::Side::Client => (client, server),
-                super::Side::Server => (server, client),
             };
-            let end = end_seen(self.local, from, to);
-            self.call_id.clear();
-            let (from, to) = match self.translated.get(&(client, server)) {
-                // Named as each end names itself, as `add_to_trace` does.
-                Some(&(client, server)) => {
-                    push_call_id(
-                        &mut self.call_id,
-                        message,
-                        &client.to_string(),
-                        &server.to_string(),
-                    );
-                    match framed.from {
-                        super::Side::Client => (client, server),
-                        super::Side::Server => (server, client),
-                    }
-                }
-                None => {
-                    push_call_id(
-                        &mut self.call_id,
-                        message,
-                        &self.endpoints[message.client as usize],
-                        &self.endpoints[message.server as usize],
-                    );
-                    (from, to)
-                }
-            };
-            for address in [from.ip(), to.ip()] {
+            for address in [named.from.ip(), named.to.ip()] {
                 let names = self.names;
                 self.hosts
                     .entry(address)
                     .or_insert_with(|| host_of(names, address));
             }
-            let (sender, receiver) = (&self.hosts[&from.ip()], &self.hosts[&to.ip()]);
+            let framed = &message.framed;
+            let (sender, receiver) = (&self.hosts[&named.from.ip()], &self.hosts[&named.to.ip()]);
             self.line.clear();
             text::push_line(
                 &mut self.line,
                 &LineFields {
                     time: (self.clock)(framed.first),
                     kind: framed.kind,
-                    end,
+                    end: named.end,
                     sender,
                     receiver,
                     call_id: &self.call_id,

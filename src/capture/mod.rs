@@ -13,18 +13,21 @@ pub mod decode;
 pub mod file;
 pub mod flows;
 pub mod lines;
+mod naming;
 pub mod own;
 pub mod protocol;
 pub mod spill;
 pub mod stats;
 pub mod write;
 
-use crate::trace::{End, Message, TraceBuilder, Truth};
+pub(crate) use naming::node_names;
+pub use naming::{add_to_trace, same_clock};
+
 use flows::{CaptureMessage, Flows, ProtocolChoice};
 use hashbrown::HashMap;
 pub use own::Uncertain;
 use own::{decide_local_addresses, fresh_ttl, local_addresses};
-use protocol::{ProtocolName, Side};
+use protocol::ProtocolName;
 use rayon::prelude::*;
 use stats::FileStats;
 use std::collections::{BTreeMap, BTreeSet};
@@ -656,244 +659,6 @@ pub fn read_captures(
         .collect::<Result<_, _>>()?;
     decide_local_addresses(&mut captures, &options.names);
     Ok(captures)
-}
-
-/// Names nodes and adds the captures' message ends to `builder`: a message leaving one
-/// of a file's own addresses is a send at that host, one arriving at them a receive;
-/// a message between two others (a capture of a whole network) counts as a send.
-/// `clock` turns a time of capture `i` into the common time base (see
-/// [`crate::align`]); pass [`same_clock`] to keep each host's own.
-pub fn add_to_trace(
-    captures: &[HostCapture],
-    options: &CaptureOptions,
-    clock: impl Fn(usize, crate::trace::Nanos) -> crate::trace::Nanos,
-    builder: &mut TraceBuilder,
-) {
-    let names = node_names(captures, options);
-    let services = services_per_host(captures, &names);
-    let node_of = |address: SocketAddr, serving: bool| -> String {
-        let host = host_of(&names, address.ip());
-        match options.node_by {
-            NodeBy::Host | NodeBy::Pod => host,
-            NodeBy::Service | NodeBy::Operation if serving => {
-                format!("{host}:{}", address.port())
-            }
-            NodeBy::Service | NodeBy::Operation => match services.get(&host) {
-                Some(ports) if ports.len() == 1 => {
-                    format!("{host}:{}", ports.iter().next().expect("one"))
-                }
-                _ => host,
-            },
-        }
-    };
-    let mut text = String::new();
-    for (index, capture) in captures.iter().enumerate() {
-        builder.stats_mut().files += 1;
-        builder.reserve(capture.messages.len());
-        // Every endpoint's address formatted once: a call id names two of them.
-        let endpoint_text: Vec<String> = capture.endpoints.iter().map(|e| e.to_string()).collect();
-        let mut ids: HashMap<(u32, bool), crate::trace::NodeId> = HashMap::new();
-        // The capture's few operation names, each interned once, when first met.
-        let mut operation_ids = vec![None; capture.operations.len()];
-        let mut propagated_ids = vec![None; capture.propagated.len()];
-        let mut translated_nodes: HashMap<(SocketAddr, bool), crate::trace::NodeId> =
-            HashMap::new();
-        for message in &capture.messages {
-            let client = capture.endpoints[message.client as usize];
-            let server = capture.endpoints[message.server as usize];
-            if !capture.passed.is_empty() && capture.passed.contains(&(client, server)) {
-                builder.stats_mut().passed_through += 1;
-                continue;
-            }
-            let framed = message.framed;
-            let (from, to, from_serves) = match framed.from {
-                Side::Client => (client, server, false),
-                Side::Server => (server, client, true),
-            };
-            let end = end_seen(&capture.local, from, to);
-            text.clear();
-            let translated = match capture.translated.is_empty() {
-                true => None,
-                false => capture.translated.get(&(client, server)),
-            };
-            let (sender, receiver) = match translated {
-                // Named as each end names itself: the call id and the nodes both ends
-                // agree on.
-                Some(&(client, server)) => {
-                    push_call_id(&mut text, message, &client.to_string(), &server.to_string());
-                    let (from, to) = match framed.from {
-                        Side::Client => (client, server),
-                        Side::Server => (server, client),
-                    };
-                    let mut node = |address: SocketAddr, serving: bool| {
-                        *translated_nodes
-                            .entry((address, serving))
-                            .or_insert_with(|| builder.node(&node_of(address, serving)))
-                    };
-                    (node(from, from_serves), node(to, !from_serves))
-                }
-                None => {
-                    push_call_id(
-                        &mut text,
-                        message,
-                        &endpoint_text[message.client as usize],
-                        &endpoint_text[message.server as usize],
-                    );
-                    let mut node = |index: u32, address: SocketAddr, serving: bool| {
-                        *ids.entry((index, serving))
-                            .or_insert_with(|| builder.node(&node_of(address, serving)))
-                    };
-                    let (from_index, to_index) = match framed.from {
-                        Side::Client => (message.client, message.server),
-                        Side::Server => (message.server, message.client),
-                    };
-                    (
-                        node(from_index, from, from_serves),
-                        node(to_index, to, !from_serves),
-                    )
-                }
-            };
-            let call_id = builder.call_id(&text);
-            if let Some(name) = capture.operations.get(framed.operation.0 as usize) {
-                let id = *operation_ids[framed.operation.0 as usize]
-                    .get_or_insert_with(|| builder.operation_id(name));
-                builder.set_operation(call_id, id);
-                if let Some(system) = message.protocol.system(name) {
-                    builder.system(call_id, system);
-                }
-            }
-            builder.status(call_id, framed.status);
-            if let Some(request) = capture.propagated.get(framed.propagated.0 as usize) {
-                let id = *propagated_ids[framed.propagated.0 as usize]
-                    .get_or_insert_with(|| builder.propagated_id(request));
-                builder.set_propagated(call_id, id);
-            }
-            let truth = match options.truth.get(&text) {
-                Some(instance) => builder.truth(instance),
-                None => Truth::NONE,
-            };
-            builder.push(Message::observed(
-                end,
-                clock(index, framed.first),
-                framed.kind,
-                sender,
-                receiver,
-                call_id,
-                truth,
-            ));
-        }
-    }
-}
-
-/// Whether a message from `from` to `to` was seen where it was sent or where it was
-/// received, in a capture whose own addresses are `local`: a message between two
-/// others (a capture of a whole network) counts as a send.
-fn end_seen(local: &BTreeSet<IpAddr>, from: SocketAddr, to: SocketAddr) -> End {
-    if local.contains(&from.ip()) || !local.contains(&to.ip()) {
-        End::Sent
-    } else {
-        End::Received
-    }
-}
-
-/// The host an address belongs to: as [`node_names`] named it, else the address.
-fn host_of(names: &BTreeMap<IpAddr, String>, address: IpAddr) -> String {
-    names
-        .get(&address)
-        .cloned()
-        .unwrap_or_else(|| address.to_string())
-}
-
-/// A message's call id, the same in every capture that saw it:
-/// `tcp:CLIENT>SERVER#KEY` (`udp:` for UDP).
-fn push_call_id(text: &mut String, message: &CaptureMessage, client: &str, server: &str) {
-    use std::fmt::Write;
-    text.push_str(if message.tcp { "tcp" } else { "udp" });
-    text.push(':');
-    text.push_str(client);
-    text.push('>');
-    text.push_str(server);
-    let _ = write!(text, "#{}", message.framed.key);
-}
-
-/// Each capture's own clock, unchanged: for [`add_to_trace`] without alignment.
-pub fn same_clock(_: usize, t: crate::trace::Nanos) -> crate::trace::Nanos {
-    t
-}
-
-/// Node names for addresses: `--names` first; then the service a capture's one own
-/// address is a replica of, unless `--node-by pod`; then the pods packet comments name;
-/// then each file's host name for its one own address (a file with several own
-/// addresses names none of them).
-pub(crate) fn node_names(
-    captures: &[HostCapture],
-    options: &CaptureOptions,
-) -> BTreeMap<IpAddr, String> {
-    let mut names = BTreeMap::new();
-    let one_own = |capture: &HostCapture| match capture.local.len() {
-        1 => capture.local.first().copied(),
-        _ => None,
-    };
-    // A Service's replicas by the Service; then the pods that packet comments name
-    // (explicit, where a node's capture holds several); then each capture's own
-    // address by its host.
-    for capture in captures {
-        if let (Some(address), Some(service)) = (one_own(capture), &capture.replica_of) {
-            if options.node_by != NodeBy::Pod {
-                names.insert(address, service.clone());
-            }
-        }
-    }
-    for capture in captures {
-        for (address, pod) in &capture.pods {
-            names.entry(*address).or_insert_with(|| pod.clone());
-        }
-    }
-    for capture in captures {
-        if let Some(address) = one_own(capture) {
-            names.entry(address).or_insert_with(|| capture.host.clone());
-        }
-    }
-    for (address, name) in &options.names {
-        names.insert(*address, name.clone());
-    }
-    names
-}
-
-/// The ports each host serves on, for `--node-by service`.
-fn services_per_host(
-    captures: &[HostCapture],
-    names: &BTreeMap<IpAddr, String>,
-) -> BTreeMap<String, BTreeSet<u16>> {
-    let mut services: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
-    for capture in captures {
-        // Each server once, not once per message: naming it formats its address.
-        let mut serving = vec![false; capture.endpoints.len()];
-        // Servers behind a translation, by their own address.
-        let mut translated = BTreeSet::new();
-        for message in &capture.messages {
-            let ends = (
-                capture.endpoints[message.client as usize],
-                capture.endpoints[message.server as usize],
-            );
-            match capture.translated.get(&ends) {
-                Some(&(_, server)) => {
-                    translated.insert(server);
-                }
-                None => serving[message.server as usize] = true,
-            }
-        }
-        let servers = serving.iter().enumerate().filter(|(_, &s)| s);
-        let servers = servers.map(|(at, _)| capture.endpoints[at]);
-        for server in servers.chain(translated) {
-            let host = names
-                .get(&server.ip())
-                .cloned()
-                .unwrap_or_else(|| server.ip().to_string());
-            services.entry(host).or_default().insert(server.port());
-        }
-    }
-    services
 }
 
 /// Reads a names file: one `address name` per line, `#` comments; or the JSON of

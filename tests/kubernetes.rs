@@ -84,6 +84,26 @@ fn every_message_pairs_across_the_translations_and_the_replicas_are_one_node() {
 }
 
 #[test]
+fn without_aligning_clocks_a_sample_of_segments_still_joins_every_connection() {
+    // `--align off` stamps an eighth of the segments and every handshake: most of these
+    // connections began before the captures, and each must still be joined.
+    let (_, stderr) = outputs_of(
+        blackbox()
+            .args(["records", "--align", "off"])
+            .args(pods(""))
+            .arg(k8s("node").join("node-a.pcap.gz")),
+    );
+    assert!(
+        stderr.contains("without a captured handshake")
+            && stderr.contains(
+                "4166 messages (4166 seen at both ends, 0 at the sender only, 0 at the receiver only)"
+            )
+            && stderr.contains("32 connections joined across it"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn requests_keep_their_true_paths_with_ids_and_without() {
     for (dir, floor) in [("", 0.99), ("tso", 0.99)] {
         for ids in [None, Some("--ignore-ids")] {

@@ -117,17 +117,43 @@ pub struct CaptureOptions {
     /// Ground truth for captures: the path instance of calls by their call id (the
     /// sidecar `maketrace --pcap` writes). Inference never reads it; `eval` does.
     pub truth: BTreeMap<String, String>,
-    /// Keep a stamp of every TCP segment, for aligning the hosts' clocks
-    /// ([`crate::align`]); costs 16 bytes per segment.
+    /// Keep a stamp of every TCP segment, for joining connection ends across address
+    /// translation ([`crate::nat`]) and aligning the hosts' clocks ([`crate::align`]);
+    /// costs 32 bytes per segment.
     pub clock_stamps: bool,
     /// With `clock_stamps`, keep only the segments whose key is at most this (0 or
     /// `u64::MAX`: every one). Keys are equal in the sender's and the receiver's
     /// capture, so both keep the same segments: a sample that bounds memory on long
     /// captures ([`crate::streaming`]).
     pub stamp_sample: u64,
+    /// With `stamp_sample`, keep also every segment that opens a connection (SYN and
+    /// SYN-ACK): with the sample, what joins each connection's two ends.
+    pub stamp_openings: bool,
     /// Keep the messages on disk ([`spill`]) instead of in memory: the one pass over
     /// captures nested in segments ([`crate::input::streamed`]).
     pub spill_messages: bool,
+}
+
+/// The share of segments (of keys, 1/8) stamped where the clocks are not to be aligned:
+/// with each connection's opening segments, enough to join its ends across address
+/// translation unless it began before the captures with few segments (one of 50
+/// segments goes unjoined one time in 800).
+const JOIN_SAMPLE: u64 = u64::MAX / 8;
+
+impl CaptureOptions {
+    /// Sets which TCP segments to stamp for `captures` captures read together: none for
+    /// one; every one (or `stamp_sample`'s share) where the clocks are to be `aligned`;
+    /// else only the few that join each connection's ends, at an eighth of the cost.
+    pub fn stamp_for(&mut self, captures: usize, aligned: bool) {
+        self.clock_stamps = captures > 1;
+        if !aligned {
+            self.stamp_sample = match self.stamp_sample {
+                0 => JOIN_SAMPLE,
+                sample => sample.min(JOIN_SAMPLE),
+            };
+            self.stamp_openings = true;
+        }
+    }
 }
 
 /// Whether a file starts with a pcap or pcapng magic number.
@@ -386,9 +412,12 @@ pub fn read_capture_into<R: Read + Send>(
     let (sender, receiver) = std::sync::mpsc::sync_channel::<SegmentBatch>(4);
     let (recycle, recycled) = std::sync::mpsc::channel::<SegmentBatch>();
     let (read, followed) = std::thread::scope(|scope| {
-        let stamps = options.clock_stamps.then_some(match options.stamp_sample {
-            0 => u64::MAX,
-            sample => sample,
+        let stamps = options.clock_stamps.then_some(Stamping {
+            most: match options.stamp_sample {
+                0 => u64::MAX,
+                sample => sample,
+            },
+            openings: options.stamp_openings,
         });
         let reading = scope.spawn(move || read_segments(path, input, stamps, sender, recycled));
         let mut stats = FileStats::default();
@@ -483,6 +512,15 @@ type ReadSegments = (
     FileStats,
 );
 
+/// Which TCP segments the first stage stamps.
+#[derive(Clone, Copy)]
+struct Stamping {
+    /// Those whose key is at most this.
+    most: u64,
+    /// And those that open their connection.
+    openings: bool,
+}
+
 /// The pod a packet comment names (ptcpdump's `PodName: NAME`, with its namespace
 /// where given: `PodNamespace: NS` makes `NS/NAME`), if it names one.
 fn commented_pod(comment: &[u8]) -> Option<String> {
@@ -507,7 +545,7 @@ fn commented_pod(comment: &[u8]) -> Option<String> {
 fn read_segments<R: Read + Send>(
     path: &Path,
     input: R,
-    clock_stamps: Option<u64>,
+    stamping: Option<Stamping>,
     sender: std::sync::mpsc::SyncSender<SegmentBatch>,
     recycled: std::sync::mpsc::Receiver<SegmentBatch>,
 ) -> Result<ReadSegments, CaptureError> {
@@ -571,9 +609,9 @@ fn read_segments<R: Read + Send>(
                 }
             }
         }
-        if let (Some(most), decode::Transport::Tcp(tcp)) = (clock_stamps, &segment.transport) {
+        if let (Some(stamping), decode::Transport::Tcp(tcp)) = (stamping, &segment.transport) {
             let key = segment_key(&segment, tcp);
-            if key <= most {
+            if key <= stamping.most || (stamping.openings && tcp.syn) {
                 let route = (a, b);
                 let index = match last_route {
                     Some((last, index)) if last == route => index,

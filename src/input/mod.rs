@@ -188,7 +188,7 @@ pub fn read_sources(sources: Vec<Source>, options: &InputOptions) -> Result<Inpu
     if !captures.is_empty() {
         let mut capture_options = options.capture.clone();
         // Stamps join connection ends across address translation, and align the clocks.
-        capture_options.clock_stamps = captures.len() > 1;
+        capture_options.stamp_for(captures.len(), options.align.is_some());
         let read = read_captures(captures, &capture_options, options.progress)?;
         add_captures(read, options, &mut builder, &mut input);
     }
@@ -423,6 +423,10 @@ pub(crate) fn join_and_align(
     let alignment = options
         .align
         .map(|method| align::align_paired(read, &paired, method, options.least_squares));
+    // Nothing reads the stamps again: their memory goes before the trace is built.
+    for capture in read.iter_mut() {
+        capture.stamps = Vec::new();
+    }
     (Some(translations), alignment)
 }
 

@@ -80,10 +80,10 @@ pub fn nest_captures(
 ) -> Result<(Input, Outcome), InputError> {
     let total: u64 = sources.iter().filter_map(Source::stored_size).sum();
     let mut first = options.capture.clone();
-    first.clock_stamps = sources.len() > 1;
     // About 150 bytes a packet: keep STAMPS of the segments, at most.
     let share = (STAMPS / (total as f64 / 150.0).max(1.0)).min(1.0);
     first.stamp_sample = (u64::MAX as f64 * share) as u64;
+    first.stamp_for(sources.len(), options.align.is_some());
     first.spill_messages = true;
     let mut read = read_captures(sources, &first, options.progress)?;
     let lines: usize = read.iter().map(capture::HostCapture::messages).sum();

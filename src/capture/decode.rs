@@ -56,7 +56,64 @@ pub struct Segment<'a> {
 /// Decodes a frame, counting in `stats` why it is skipped when it carries no TCP or
 /// UDP segment.
 pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a>> {
+    if let Some(segment) = plain_tcp(frame) {
+        stats.ipv4 += 1;
+        stats.tcp += 1;
+        return Some(segment);
+    }
     decode_at(frame, stats, false)
+}
+
+/// The segment of a frame that is what most frames are, Ethernet II, IPv4 unfragmented
+/// and whole, TCP with its header whole, read straight from the bytes; `None` for any
+/// other frame, which [`decode_at`] reads (as it reads these, field for field, only
+/// slower: a general slicer was a tenth of reading a capture).
+fn plain_tcp<'a>(frame: &Frame<'a>) -> Option<Segment<'a>> {
+    const ETHERNET: usize = 14;
+    if frame.linktype != Linktype::ETHERNET {
+        return None;
+    }
+    let data = frame.data;
+    let ip = data.get(ETHERNET..)?;
+    if data[12..14] != [0x08, 0x00] || ip.len() < 20 || ip[0] >> 4 != 4 {
+        return None;
+    }
+    let header = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let fragmented = ip[6] & 0x20 != 0 || u16::from_be_bytes([ip[6] & 0x1f, ip[7]]) != 0;
+    // Cut short or declaring less than its header: left to the general reader, which
+    // tells those apart.
+    if header < 20 || total < header || total > ip.len() || fragmented || ip[9] != 6 {
+        return None;
+    }
+    let tcp = &ip[header..total];
+    if tcp.len() < 20 {
+        return None;
+    }
+    let offset = usize::from(tcp[12] >> 4) * 4;
+    if offset < 20 || offset > tcp.len() {
+        return None;
+    }
+    let address = |at: usize| IpAddr::from([ip[at], ip[at + 1], ip[at + 2], ip[at + 3]]);
+    let port = |at: usize| u16::from_be_bytes([tcp[at], tcp[at + 1]]);
+    let number = |at: usize| u32::from_be_bytes([tcp[at], tcp[at + 1], tcp[at + 2], tcp[at + 3]]);
+    let flags = tcp[13];
+    let payload = &tcp[offset..];
+    Some(Segment {
+        from: SocketAddr::new(address(12), port(0)),
+        to: SocketAddr::new(address(16), port(2)),
+        transport: Transport::Tcp(TcpFields {
+            seq: number(4),
+            ack: number(8),
+            syn: flags & 0x02 != 0,
+            ack_flag: flags & 0x10 != 0,
+            fin: flags & 0x01 != 0,
+            rst: flags & 0x04 != 0,
+        }),
+        payload,
+        wire_len: payload.len(),
+        ttl: ip[8],
+    })
 }
 
 /// The UDP ports of the tunnels whose frames are read through: VXLAN (IANA's 4789, and
@@ -283,6 +340,76 @@ mod tests {
             };
             (s.from, s.to, s.payload.len(), tcp.seq)
         })
+    }
+
+    /// What a segment says, to compare two readings of one frame.
+    fn fields(segment: &Segment<'_>) -> impl PartialEq + std::fmt::Debug {
+        let tcp = match segment.transport {
+            Transport::Tcp(tcp) => Some(tcp),
+            Transport::Udp => None,
+        };
+        (
+            segment.from,
+            segment.to,
+            tcp,
+            segment.payload.to_vec(),
+            segment.wire_len,
+            segment.ttl,
+        )
+    }
+
+    proptest::proptest! {
+        /// The fast reading of plain Ethernet, IPv4 and TCP frames gives what the
+        /// general one gives, on frames made right and then bent anywhere.
+        #[test]
+        fn plain_tcp_frames_read_as_the_general_reader_reads_them(
+            options in 0usize..3,
+            payload in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            flags in 0u8..64,
+            padding in 0usize..8,
+            bent in proptest::option::of((0usize..120, proptest::num::u8::ANY)),
+            cut in proptest::option::of(0usize..120),
+        ) {
+            let builder = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 61)
+                .tcp(40_000, 80, 1234, 1000);
+            let builder = match flags & 0x02 != 0 { true => builder.syn(), false => builder };
+            let builder = match flags & 0x10 != 0 { true => builder.ack(99), false => builder };
+            let builder = match flags & 0x01 != 0 { true => builder.fin(), false => builder };
+            let builder = match flags & 0x04 != 0 { true => builder.rst(), false => builder };
+            let builder = builder
+                .options(&vec![etherparse::TcpOptionElement::Noop; options * 4])
+                .unwrap();
+            let mut bytes = Vec::new();
+            builder.write(&mut bytes, &payload).unwrap();
+            // Ethernet pads short frames; IPv4's total length tells where the packet ends.
+            bytes.extend(std::iter::repeat(0).take(padding));
+            if let Some((at, value)) = bent {
+                if let Some(byte) = bytes.get_mut(at) {
+                    *byte = value;
+                }
+            }
+            if let Some(cut) = cut {
+                bytes.truncate(cut);
+            }
+            let frame = Frame {
+                linktype: Linktype::ETHERNET,
+                time: 0,
+                data: &bytes,
+                wire_len: bytes.len() as u32,
+                number: 1,
+                offset: 0,
+                comment: None,
+                outbound: None,
+            };
+            if bent.is_none() && cut.is_none() {
+                proptest::prop_assert!(plain_tcp(&frame).is_some(), "a plain frame is read fast");
+            }
+            if let Some(fast) = plain_tcp(&frame) {
+                let general = decode_at(&frame, &mut FileStats::default(), false);
+                proptest::prop_assert_eq!(Some(fields(&fast)), general.as_ref().map(fields));
+            }
+        }
     }
 
     #[test]

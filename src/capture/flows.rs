@@ -95,6 +95,32 @@ pub struct Flows<'a> {
     output: Output,
 }
 
+/// Which of two endpoints of a connection whose start was not captured is its client
+/// (first) and which its server: the one on a port a protocol owns serves, else the
+/// one on the lower port.
+fn guess_client(
+    endpoints: &[SocketAddr],
+    choice: &ProtocolChoice,
+    from: u32,
+    to: u32,
+) -> (u32, u32) {
+    let (from_port, to_port) = (
+        endpoints[from as usize].port(),
+        endpoints[to as usize].port(),
+    );
+    let from_serves = choice.is_server_port(from_port);
+    let to_serves = choice.is_server_port(to_port);
+    if from_serves && !to_serves {
+        (to, from)
+    } else if to_serves && !from_serves {
+        (from, to)
+    } else if from_port < to_port {
+        (to, from)
+    } else {
+        (from, to)
+    }
+}
+
 /// An IPv4 address and port as one number below 2⁴⁸.
 fn packed(address: std::net::SocketAddrV4) -> u64 {
     u64::from(u32::from(*address.ip())) << 16 | u64::from(address.port())
@@ -179,37 +205,37 @@ impl<'a> Flows<'a> {
                 self.close(flow, stats);
             }
         }
-        if !self.tcp.contains_key(&flow) {
-            if !tcp.syn && segment.wire_len == 0 {
-                // An acknowledgement, reset or close of a connection that is over or whose
-                // start was not captured: nothing to use.
-                return;
-            }
-            let (client, server) = if tcp.syn {
-                if tcp.ack_flag {
-                    (to, from)
-                } else {
-                    (from, to)
+        let (choice, endpoints) = (self.choice, &self.endpoints);
+        // One lookup per segment: the connection, or where a new one goes.
+        let connection = match self.tcp.entry(flow) {
+            hashbrown::hash_map::Entry::Occupied(known) => known.into_mut(),
+            hashbrown::hash_map::Entry::Vacant(new) => {
+                if !tcp.syn && segment.wire_len == 0 {
+                    // An acknowledgement, reset or close of a connection that is over or
+                    // whose start was not captured: nothing to use.
+                    return;
                 }
-            } else {
-                stats.flows_without_handshake += 1;
-                self.guess_client(from, to)
-            };
-            stats.tcp_flows += 1;
-            self.tcp.insert(
-                flow,
-                Connection {
+                let (client, server) = if tcp.syn {
+                    if tcp.ack_flag {
+                        (to, from)
+                    } else {
+                        (from, to)
+                    }
+                } else {
+                    stats.flows_without_handshake += 1;
+                    guess_client(endpoints, choice, from, to)
+                };
+                stats.tcp_flows += 1;
+                new.insert(Connection {
                     client,
                     server,
-                    server_port: self.endpoints[server as usize].port(),
+                    server_port: endpoints[server as usize].port(),
                     framer: None,
                     to_server: Direction::default(),
                     to_client: Direction::default(),
-                },
-            );
-        }
-        let choice = self.choice;
-        let connection = self.tcp.get_mut(&flow).expect("inserted above");
+                })
+            }
+        };
         let side = if from == connection.client {
             Side::Client
         } else {
@@ -266,21 +292,7 @@ impl<'a> Flows<'a> {
     }
 
     fn guess_client(&self, from: u32, to: u32) -> (u32, u32) {
-        let (from_port, to_port) = (
-            self.endpoints[from as usize].port(),
-            self.endpoints[to as usize].port(),
-        );
-        let from_serves = self.choice.is_server_port(from_port);
-        let to_serves = self.choice.is_server_port(to_port);
-        if from_serves && !to_serves {
-            (to, from)
-        } else if to_serves && !from_serves {
-            (from, to)
-        } else if from_port < to_port {
-            (to, from)
-        } else {
-            (from, to)
-        }
+        guess_client(&self.endpoints, self.choice, from, to)
     }
 
     fn datagram(

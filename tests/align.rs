@@ -290,3 +290,50 @@ fn shop_captures_on_one_kernel_clock_align_to_zero_within_their_bounds() {
         assert!(offset.abs() <= bound + 1_000.0, "{host}");
     }
 }
+
+/// The records of a pcap from `from` to `to`, shares of the whole.
+fn cut_pcap(path: &str, (from, to): (f64, f64), into: &std::path::Path) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut records = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let captured = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        records.push(&bytes[at..at + 16 + captured]);
+        at += 16 + captured;
+    }
+    let n = records.len() as f64;
+    let kept = &records[(n * from) as usize..(n * to) as usize];
+    let mut out = bytes[..24].to_vec();
+    out.extend(kept.iter().flat_map(|r| r.iter()));
+    std::fs::write(into, out).unwrap();
+}
+
+#[test]
+fn a_clock_left_unaligned_is_told_why() {
+    // A host none of the others talks to.
+    let output = blackbox()
+        .args(["nest", "traces/shop/web.pcap", "traces/shop/app.pcap"])
+        .arg("traces/grpc/db.pcap")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("warning: no TCP segment links db to the other captures, its clock stays its own: it exchanged none with the hosts they own"),
+        "{stderr}"
+    );
+    // Two hosts that talk, captured at different times.
+    let dir = tempfile::tempdir().unwrap();
+    let (early, late) = (dir.path().join("early.pcap"), dir.path().join("late.pcap"));
+    cut_pcap("traces/shop/client.pcap", (0.0, 0.4), &early);
+    cut_pcap("traces/shop/web.pcap", (0.6, 1.0), &late);
+    let output = blackbox()
+        .arg("nest")
+        .args([&early, &late])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("warning: no TCP segment links early to the other captures, its clock stays its own: none of the 1369 segments it exchanged with the hosts they own was seen at the other end (do the captures cover the same time?)"),
+        "{stderr}"
+    );
+}

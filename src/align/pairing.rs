@@ -84,6 +84,9 @@ pub struct Pairing {
     /// of its pods' traffic, before and after it translated them) whose segments the
     /// two ends' own captures matched: what that capture holds of them, they hold too.
     pub passed: BTreeSet<(usize, (SocketAddr, SocketAddr))>,
+    /// Per capture, its stamped segments whose other end another capture owns: those
+    /// that should have been seen there.
+    pub exchanged: Vec<u64>,
 }
 
 /// One captured copy of a segment, at the host that sent it or the one that received
@@ -147,6 +150,17 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
             expected: !passes && peer.is_some_and(|p| p != c),
         }
     };
+    let exchanged = captures
+        .iter()
+        .enumerate()
+        .map(|(c, capture)| {
+            let expected = capture
+                .stamps
+                .iter()
+                .filter(|route| role(c, route).expected);
+            expected.map(|route| route.stamps.len() as u64).sum()
+        })
+        .collect();
     let between = standing_between(captures, &role);
     let mut found = Found::default();
     let mut left: Vec<Copy> = Vec::new();
@@ -248,6 +262,7 @@ pub fn pair_samples(captures: &[HostCapture]) -> Pairing {
         stats,
         links: links.into_iter().collect(),
         passed: passed.into_iter().collect(),
+        exchanged,
     }
 }
 

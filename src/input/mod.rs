@@ -126,8 +126,14 @@ pub enum InputWarning {
         /// Packets read before it.
         packets: u64,
     },
-    /// No TCP segment links these hosts to the others: their clocks stay their own.
-    Unaligned(Vec<String>),
+    /// No TCP segment links this host to the others: its clock stays its own.
+    Unaligned {
+        /// The host.
+        host: String,
+        /// The TCP segments it exchanged with other captured hosts: none (its peers'
+        /// captures were not given), or none of them seen at the other end.
+        exchanged: u64,
+    },
     /// The clock fits around a loop of hosts disagree: one of them is wrong.
     LoopDisagrees {
         /// The pair whose fit the loop checks.
@@ -153,10 +159,13 @@ impl fmt::Display for InputWarning {
                 stopped.reason,
                 packets
             ),
-            InputWarning::Unaligned(hosts) => write!(
+            InputWarning::Unaligned { host, exchanged: 0 } => write!(
                 f,
-                "warning: no TCP segment links {} to the other captures; their clocks stay their own",
-                hosts.join(", ")
+                "warning: no TCP segment links {host} to the other captures, its clock stays its own: it exchanged none with the hosts they own (are its peers' captures given, under their own addresses?)"
+            ),
+            InputWarning::Unaligned { host, exchanged } => write!(
+                f,
+                "warning: no TCP segment links {host} to the other captures, its clock stays its own: none of the {exchanged} segments it exchanged with the hosts they own was seen at the other end (do the captures cover the same time?)"
             ),
             InputWarning::LoopDisagrees { hosts, residual_ns } => write!(
                 f,
@@ -394,8 +403,8 @@ fn add_captures(
     builder: &mut TraceBuilder,
     input: &mut Input,
 ) {
-    let (translations, alignment) = join_and_align(&mut read, options);
-    match &alignment {
+    let joined = join_and_align(&mut read, options);
+    match &joined.alignment {
         Some(alignment) => capture::add_to_trace(
             &read,
             &options.capture,
@@ -404,19 +413,28 @@ fn add_captures(
         ),
         None => capture::add_to_trace(&read, &options.capture, capture::same_clock, builder),
     }
-    report_captures(read, alignment, translations, input);
+    report_captures(read, joined, input);
+}
+
+/// What joining and aligning captures found ([`join_and_align`]).
+#[derive(Default)]
+pub(crate) struct Joined {
+    /// The translations learned, with two captures or more.
+    pub translations: Option<crate::nat::Translations>,
+    /// The clocks, where asked.
+    pub alignment: Option<Alignment>,
+    /// Per capture, the stamped TCP segments it exchanged with other captured hosts:
+    /// why a clock stayed unaligned.
+    pub exchanged: Vec<u64>,
 }
 
 /// With two captures or more: their segments paired ([`align::pairing`]), each
 /// capture's connections named as their ends name themselves where an address
 /// translation stood between them ([`crate::nat`]), and their clocks aligned when
 /// `options` ask.
-pub(crate) fn join_and_align(
-    read: &mut [capture::HostCapture],
-    options: &InputOptions,
-) -> (Option<crate::nat::Translations>, Option<Alignment>) {
+pub(crate) fn join_and_align(read: &mut [capture::HostCapture], options: &InputOptions) -> Joined {
     if read.len() < 2 {
-        return (None, None);
+        return Joined::default();
     }
     let paired = align::pairing::pair_samples(read);
     let translations = crate::nat::learn(read, &paired);
@@ -427,16 +445,20 @@ pub(crate) fn join_and_align(
     for capture in read.iter_mut() {
         capture.stamps = Vec::new();
     }
-    (Some(translations), alignment)
+    Joined {
+        translations: Some(translations),
+        alignment,
+        exchanged: paired.exchanged,
+    }
 }
 
 /// What `read` held and warned of, and the alignment, into `input`.
-fn report_captures(
-    read: Vec<capture::HostCapture>,
-    alignment: Option<Alignment>,
-    translations: Option<crate::nat::Translations>,
-    input: &mut Input,
-) {
+fn report_captures(read: Vec<capture::HostCapture>, joined: Joined, input: &mut Input) {
+    let Joined {
+        translations,
+        alignment,
+        exchanged,
+    } = joined;
     input.translations = translations;
     for host in &read {
         if let Some(stopped) = &host.stopped {
@@ -457,10 +479,16 @@ fn report_captures(
             .collect();
         let mut unaligned = alignment.unaligned();
         unaligned.retain(|host| !only_passing.contains(host));
-        if !unaligned.is_empty() {
-            input.warnings.push(InputWarning::Unaligned(
-                unaligned.into_iter().map(String::from).collect(),
-            ));
+        for host in unaligned {
+            let exchanged = read
+                .iter()
+                .position(|h| h.host == host)
+                .and_then(|at| exchanged.get(at).copied())
+                .unwrap_or(0);
+            input.warnings.push(InputWarning::Unaligned {
+                host: host.to_string(),
+                exchanged,
+            });
         }
         for check in alignment.loops.iter().filter(|c| c.disagrees) {
             input.warnings.push(InputWarning::LoopDisagrees {

@@ -101,11 +101,11 @@ pub fn nest_captures(
             Outcome::Whole(Trace::default()),
         ));
     }
-    let (translations, alignment) = super::join_and_align(&mut read, options);
+    let joined = super::join_and_align(&mut read, options);
     let names = capture::node_names(&read, &options.capture);
     let clocks: Vec<Box<dyn Fn(Nanos) -> Nanos + Sync>> = (0..read.len())
         .map(|index| -> Box<dyn Fn(Nanos) -> Nanos + Sync> {
-            match &alignment {
+            match &joined.alignment {
                 Some(alignment) => Box::new(move |t| alignment.to_reference(index, t)),
                 None => Box::new(|t| t),
             }
@@ -158,7 +158,7 @@ pub fn nest_captures(
     progress.finish();
     drop(clocks);
     let mut input = empty_input();
-    report_captures(read, alignment, translations, &mut input);
+    report_captures(read, joined, &mut input);
     // What was read is packets of captures, not lines: the lines were ours.
     let stats = match &mut outcome {
         Outcome::Whole(trace) => &mut trace.stats,

@@ -146,6 +146,75 @@ pub fn capture(data: &[u8]) {
     }
 }
 
+/// Reads `data` as one frame of a link layer the first byte picks (Ethernet, raw IP,
+/// Linux cooked capture v1 and v2, BSD loopback in either byte order), by that byte's
+/// high bits wrapped in an Ethernet, IPv4 and UDP datagram to VXLAN's or Geneve's port,
+/// as a node's uplink carries pods' frames; decodes it, and where the fast reading of
+/// plain frames answers, checks it agrees with the general one. Panics only on a bug.
+pub fn link_layers(data: &[u8]) {
+    use crate::capture::decode::{decode, Transport};
+    use crate::capture::file::Frame;
+    use crate::capture::stats::FileStats;
+    use pcap_parser::Linktype;
+    let Some((&choice, frame)) = data.split_first() else {
+        return;
+    };
+    let linktype = [
+        Linktype::ETHERNET,
+        Linktype::RAW,
+        Linktype::LINUX_SLL,
+        Linktype::LINUX_SLL2,
+        Linktype::NULL,
+        Linktype::LOOP,
+        Linktype::IPV4,
+        Linktype::IPV6,
+    ][usize::from(choice & 7)];
+    let mut bytes = Vec::new();
+    let port = match choice >> 3 & 3 {
+        1 => Some((4789u16, vec![0x08, 0, 0, 0, 0, 0, 1, 0])),
+        2 => Some((6081u16, vec![0, 0, 0x65, 0x58, 0, 0, 1, 0])),
+        _ => None,
+    };
+    let (linktype, data) = match port {
+        // The carried frame is Ethernet, whatever the first byte picked.
+        Some((port, header)) => {
+            let length = 8 + header.len() + frame.len();
+            bytes.extend_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00]);
+            let total = u16::try_from(20 + length).unwrap_or(u16::MAX);
+            bytes.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0]);
+            bytes[16..18].copy_from_slice(&total.to_be_bytes());
+            bytes.extend_from_slice(&[192, 168, 0, 1, 192, 168, 0, 2]);
+            bytes.extend_from_slice(&40000u16.to_be_bytes());
+            bytes.extend_from_slice(&port.to_be_bytes());
+            bytes.extend_from_slice(&u16::try_from(length).unwrap_or(u16::MAX).to_be_bytes());
+            bytes.extend_from_slice(&[0, 0]);
+            bytes.extend_from_slice(&header);
+            bytes.extend_from_slice(frame);
+            (Linktype::ETHERNET, bytes.as_slice())
+        }
+        None => (linktype, frame),
+    };
+    let frame = Frame {
+        linktype,
+        time: 0,
+        data,
+        wire_len: data.len() as u32,
+        number: 1,
+        offset: 0,
+        comment: None,
+        outbound: None,
+    };
+    let mut stats = FileStats::default();
+    if let Some(segment) = decode(&frame, &mut stats) {
+        assert!(segment.payload.len() <= data.len());
+        if let Transport::Udp = segment.transport {
+            assert!(segment.payload.len() <= segment.wire_len);
+        }
+        assert_eq!(stats.tcp + stats.udp, 1, "{stats:?}");
+    }
+    crate::capture::decode::check_plain_tcp(&frame);
+}
+
 /// Reads `data` as segments seen by up to four captures, eight bytes each (capture,
 /// source and destination from a pool of six addresses, ports from a pool of four,
 /// sequence and acknowledgement numbers from small ranges so that keys meet, a length

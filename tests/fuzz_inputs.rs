@@ -148,6 +148,33 @@ proptest! {
     }
 
     #[test]
+    fn frames_of_every_link_layer_and_tunnel_never_panic(
+        data in prop::collection::vec(any::<u8>(), 0..120)
+    ) {
+        blackbox::fuzzing::link_layers(&data);
+    }
+
+    #[test]
+    fn nearly_plain_frames_read_alike_both_ways(
+        choice in prop_oneof![Just(0u8), Just(8u8), Just(16u8)],
+        bent in prop::collection::vec((0usize..80, any::<u8>()), 0..3),
+        cut in 0usize..100,
+    ) {
+        // An Ethernet, IPv4 and TCP frame carrying "GET /", then bent and cut.
+        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        frame.extend_from_slice(&[0x45, 0, 0, 45, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        frame.extend_from_slice(&[0x9c, 0x40, 0, 80, 0, 0, 4, 0xd2, 0, 0, 0, 99, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        frame.extend_from_slice(b"GET /");
+        for (at, value) in bent {
+            frame[at % 59] = value;
+        }
+        frame.truncate(cut);
+        let mut data = vec![choice];
+        data.extend_from_slice(&frame);
+        blackbox::fuzzing::link_layers(&data);
+    }
+
+    #[test]
     fn segments_paired_across_translations_never_panic(
         data in prop::collection::vec(any::<u8>(), 0..800)
     ) {
@@ -200,6 +227,8 @@ fn inputs_that_once_crashed_the_fuzzers_do_not_panic() {
             "capture" => blackbox::fuzzing::capture(&data),
             "protocols" => blackbox::fuzzing::protocols(&data),
             "source" => blackbox::fuzzing::source(&data),
+            "link_layers" => blackbox::fuzzing::link_layers(&data),
+            "nat" => blackbox::fuzzing::nat_pairing(&data),
             other => panic!("{name}: no fuzz target called {other}"),
         }
         seen += 1;

@@ -64,6 +64,30 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
     decode_at(frame, stats, false)
 }
 
+/// Decodes `frame` both ways where the fast way answers, and panics if they disagree:
+/// for the fuzz targets ([`crate::fuzzing::link_layers`]).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn check_plain_tcp(frame: &Frame<'_>) {
+    if let Some(fast) = plain_tcp(frame) {
+        let general = decode_at(frame, &mut FileStats::default(), false)
+            .expect("a frame read fast is read the general way too");
+        assert_eq!(
+            (fast.from, fast.to, fast.payload, fast.wire_len, fast.ttl),
+            (
+                general.from,
+                general.to,
+                general.payload,
+                general.wire_len,
+                general.ttl
+            )
+        );
+        let (Transport::Tcp(a), Transport::Tcp(b)) = (fast.transport, general.transport) else {
+            panic!("both TCP");
+        };
+        assert_eq!(a, b);
+    }
+}
+
 /// The segment of a frame that is what most frames are, Ethernet II, IPv4 unfragmented
 /// and whole, TCP with its header whole, read straight from the bytes; `None` for any
 /// other frame, which [`decode_at`] reads (as it reads these, field for field, only

@@ -194,16 +194,7 @@ pub fn link_layers(data: &[u8]) {
         }
         None => (linktype, frame),
     };
-    let frame = Frame {
-        linktype,
-        time: 0,
-        data,
-        wire_len: data.len() as u32,
-        number: 1,
-        offset: 0,
-        comment: None,
-        outbound: None,
-    };
+    let frame = Frame::bare(linktype, data);
     let mut stats = FileStats::default();
     if let Some(segment) = decode(&frame, &mut stats) {
         assert!(segment.payload.len() <= data.len());

@@ -347,16 +347,7 @@ mod tests {
     }
 
     fn decoded(linktype: Linktype, data: &[u8]) -> Option<(SocketAddr, SocketAddr, usize, u32)> {
-        let frame = Frame {
-            linktype,
-            time: 0,
-            data,
-            wire_len: data.len() as u32,
-            number: 1,
-            offset: 0,
-            comment: None,
-            outbound: None,
-        };
+        let frame = Frame::bare(linktype, data);
         let mut stats = FileStats::default();
         decode(&frame, &mut stats).map(|s| {
             let Transport::Tcp(tcp) = s.transport else {
@@ -416,16 +407,7 @@ mod tests {
             if let Some(cut) = cut {
                 bytes.truncate(cut);
             }
-            let frame = Frame {
-                linktype: Linktype::ETHERNET,
-                time: 0,
-                data: &bytes,
-                wire_len: bytes.len() as u32,
-                number: 1,
-                offset: 0,
-                comment: None,
-                outbound: None,
-            };
+            let frame = Frame::bare(Linktype::ETHERNET, &bytes);
             if bent.is_none() && cut.is_none() {
                 proptest::prop_assert!(plain_tcp(&frame).is_some(), "a plain frame is read fast");
             }
@@ -495,16 +477,7 @@ mod tests {
             (Linktype::ETHERNET, ethernet_arp),
         ];
         for (linktype, data) in &frames {
-            let frame = Frame {
-                linktype: *linktype,
-                time: 0,
-                data,
-                wire_len: data.len() as u32,
-                number: 1,
-                offset: 0,
-                comment: None,
-                outbound: None,
-            };
+            let frame = Frame::bare(*linktype, data);
             assert!(decode(&frame, &mut stats).is_none());
         }
         let reasons: Vec<&str> = stats.skipped.keys().map(String::as_str).collect();
@@ -532,16 +505,7 @@ mod tests {
                 .udp(40_000, port)
                 .write(&mut outer, payload)
                 .unwrap();
-            let frame = Frame {
-                linktype: Linktype::ETHERNET,
-                time: 0,
-                data: &outer,
-                wire_len: outer.len() as u32,
-                number: 1,
-                offset: 0,
-                comment: None,
-                outbound: None,
-            };
+            let frame = Frame::bare(Linktype::ETHERNET, &outer);
             let mut stats = FileStats::default();
             let segment = decode(&frame, &mut stats).expect("the inner segment");
             assert_eq!(segment.from, "10.0.0.1:40000".parse().unwrap());

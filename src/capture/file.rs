@@ -38,6 +38,23 @@ pub struct Frame<'a> {
     pub outbound: Option<bool>,
 }
 
+impl<'a> Frame<'a> {
+    /// A frame of `data` alone, the first of no file, at time 0: bytes decoded without
+    /// a capture around them (tests, fuzz targets).
+    pub fn bare(linktype: Linktype, data: &'a [u8]) -> Self {
+        Frame {
+            linktype,
+            time: 0,
+            data,
+            wire_len: u32::try_from(data.len()).unwrap_or(u32::MAX),
+            number: 1,
+            offset: 0,
+            comment: None,
+            outbound: None,
+        }
+    }
+}
+
 /// The comment and the direction (true: outbound) an enhanced packet block's options
 /// give.
 fn packet_options<'a>(

@@ -5,9 +5,10 @@
 //! wording belongs to [`crate::report::explanation`].
 
 use super::call_pairs::CallPair;
+use super::node::{nest_node, DecisionRecord, WholeTrace};
 use super::parents::{CandidateScore, NO_PARENT};
 use super::scoreboard::Bins;
-use super::{nest_node, Algorithm, DecisionRecord, NestOptions, Nesting, WholeTrace};
+use super::{Algorithm, NestOptions, Nesting};
 use crate::trace::time::{self, TimeError};
 use crate::trace::{Nanos, NodeId, Trace};
 

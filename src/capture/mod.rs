@@ -1,10 +1,10 @@
 //! Packet captures in: pcap and pcapng files, one per host, to the messages of a
 //! [`Trace`](crate::trace::Trace). The pipeline per file is [`file`] (container
 //! formats) → [`decode`] (link, IP, TCP/UDP) → [`flows`] (connections, in-order bytes)
-//! → [`protocol`] (messages, calls and returns); this module then decides which of a
-//! file's addresses are the capturing host's own, names nodes, and hands each message
-//! end to the trace builder, which merges the ends seen in two hosts' captures, each
-//! time turned by the clock correction it is given. Owns the capture options and
+//! → [`protocol`] (messages, calls and returns); [`own`] then decides which of a file's
+//! addresses are the capturing host's own, and [`naming`] names nodes and hands each
+//! message end to the trace builder, which merges the ends seen in two hosts' captures,
+//! each time turned by the clock correction it is given. Owns the capture options and
 //! errors, and the stamps of TCP segments that [`crate::align`] pairs; knows nothing
 //! of how clocks are fitted, or of inference.
 

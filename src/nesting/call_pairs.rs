@@ -11,7 +11,7 @@ use rayon::slice::ParallelSliceMut;
 /// Each time falls back to the other end of its message when that end was not
 /// observed, so the caller's and the callee's views are always defined; when both ends
 /// were seen, each view is on that node's own clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CallPair {
     /// Who called.
     pub caller: NodeId,

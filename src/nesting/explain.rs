@@ -5,9 +5,8 @@
 //! wording belongs to [`crate::report::explanation`].
 
 use super::call_pairs::CallPair;
-use super::node::{nest_node, DecisionRecord, WholeTrace};
+use super::node::{call_id_ranks, decide_explained, NodeInput, NodeScalars};
 use super::parents::{CandidateScore, NO_PARENT};
-use super::scoreboard::Bins;
 use super::{Algorithm, NestOptions, Nesting};
 use crate::trace::time::{self, TimeError};
 use crate::trace::{Nanos, NodeId, Trace};
@@ -173,36 +172,24 @@ pub struct Explanation {
 pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u32) -> Explanation {
     let pairs: &[CallPair] = &nesting.pairs;
     let node = pairs[call as usize].caller;
-    let mut incoming: Vec<u32> = (0..pairs.len() as u32)
+    let incoming: Vec<u32> = (0..pairs.len() as u32)
         .filter(|&i| pairs[i as usize].callee == node)
         .collect();
-    let mut outgoing: Vec<u32> = (0..pairs.len() as u32)
+    let outgoing: Vec<u32> = (0..pairs.len() as u32)
         .filter(|&i| pairs[i as usize].caller == node)
         .collect();
-    let whole = WholeTrace {
-        trace,
-        pairs,
-        bins: Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling),
+    let scalars = NodeScalars {
+        lost: super::lost_shares(trace, pairs, &|_| true)[node.0 as usize],
         tick: super::call_pairs::tick(pairs),
-        options,
-        start: None,
         core: None,
-        carried: &[],
+        carried: None,
+        given: None,
+        id_ranks: &call_id_ranks(trace),
     };
-    let mut record = DecisionRecord {
-        call,
-        ..DecisionRecord::default()
-    };
-    let lost = super::lost_shares(trace, pairs, &|_| true)[node.0 as usize];
-    nest_node(
-        &whole,
-        node,
-        &mut incoming,
-        &mut outgoing,
-        lost,
-        Some(&mut record),
-    );
-    // nest_node sorted `incoming` and `outgoing` as the choice saw them.
+    let input = NodeInput::gather(trace, pairs, node, (&incoming, &outgoing), scalars, options);
+    let (_, mut record) = decide_explained(input, options, call);
+    // Local indexes count the node's calls in as the choice sorted them.
+    let incoming = std::mem::take(&mut record.incoming);
     let global = |local: u32| match local {
         NO_PARENT => NO_PARENT,
         local => incoming[local as usize],
@@ -251,7 +238,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
     Explanation {
         call,
         node,
-        decisions: outgoing.len(),
+        decisions: record.decisions,
         order: record.order,
         candidates,
         greedy: global(record.greedy),

@@ -20,11 +20,9 @@ pub mod scoreboard;
 use crate::trace::{Kind, Nanos, Trace};
 use call_pairs::{CallPair, PairingStats};
 pub use node::ASYNC_CONFIDENCE;
-use node::{nest_node, NodeOutcome, WholeTrace};
 pub use parents::{roots, CandidateScore, Penalties, NO_PARENT};
 pub use patterns::{Pattern, Summary};
 use rayon::prelude::*;
-use scoreboard::Bins;
 
 /// Which parent choice runs after the paper's candidates and scoreboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -310,7 +308,6 @@ fn nest_starting(
     }
     let in_core = |time: Nanos| core.map_or(true, |core| in_core(core, time));
     let (pairs, pairing) = find_call_pairs_checked(trace, &in_core)?;
-    let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
     let tick = call_pairs::tick(&pairs);
     let start = start.map(|start| start(&pairs));
     if let Some(start) = &start {
@@ -333,33 +330,31 @@ fn nest_starting(
         outgoing[p.caller.0 as usize].push(i as u32);
     }
     let lost = lost_shares(trace, &pairs, &in_core);
-    let carried: Vec<Option<joint::StartKind>> = (0..node_count as u32)
-        .map(|node| learned.start_of(trace.node_name(crate::trace::NodeId(node))))
-        .collect();
-    let whole = WholeTrace {
-        trace,
-        pairs: &pairs,
-        bins,
-        tick,
-        options,
-        start: start.as_deref(),
-        core,
-        carried: &carried,
+    let id_ranks = node::call_id_ranks(trace);
+    // Each node's input is gathered where it is decided, so only the nodes being
+    // decided hold a copy of their calls.
+    let gather = |node: usize| {
+        let id = crate::trace::NodeId(node as u32);
+        let scalars = node::NodeScalars {
+            lost: lost[node],
+            tick,
+            core,
+            carried: learned.start_of(trace.node_name(id)),
+            given: start.as_deref(),
+            id_ranks: &id_ranks,
+        };
+        let lists = (&incoming[node][..], &outgoing[node][..]);
+        node::NodeInput::gather(trace, &pairs, id, lists, scalars, options)
     };
-    let per_node: Vec<NodeOutcome> = incoming
-        .par_iter_mut()
-        .zip(outgoing.par_iter_mut())
-        .zip(lost.par_iter())
-        .enumerate()
-        .map(|(node, ((incoming, outgoing), &lost))| {
-            let node = crate::trace::NodeId(node as u32);
-            nest_node(&whole, node, incoming, outgoing, lost, None)
-        })
+    let mut per_node: Vec<node::NodeOutcome> = (0..node_count)
+        .into_par_iter()
+        .map(|node| node::decide(gather(node), options))
         .collect();
     drop((incoming, outgoing));
-    for (node, outcome) in per_node.iter().enumerate() {
+    per_node.sort_unstable_by_key(|outcome| outcome.node);
+    for outcome in &per_node {
         if let Some(kind) = outcome.kept {
-            let name = trace.node_name(crate::trace::NodeId(node as u32));
+            let name = trace.node_name(outcome.node);
             learned.starts.insert(name.to_owned(), kind);
         }
     }
@@ -380,18 +375,19 @@ fn nest_starting(
         for (call, whole) in outcome.complete {
             complete[call as usize] = whole;
         }
-        links += outcome.candidate_links;
-        children_with_candidates += outcome.children_with_candidates;
-        stats.orphans += outcome.orphans;
-        stats.async_children += outcome.async_children;
-        stats.async_left_roots += outcome.unsure;
-        stats.late_children += outcome.late_children;
-        stats.connection_affinity_nodes += u64::from(outcome.connection_affinity);
-        stats.sibling_affinity_nodes += u64::from(outcome.sibling_affinity);
-        stats.calls_with_ids += outcome.ids.carried;
-        stats.links_fixed_by_ids += outcome.ids.fixed;
-        stats.id_nodes += u64::from(outcome.ids.propagates);
-        stats.histograms += outcome.histograms;
+        let counts = outcome.counts;
+        links += counts.candidate_links;
+        children_with_candidates += counts.children_with_candidates;
+        stats.orphans += counts.orphans;
+        stats.async_children += counts.async_children;
+        stats.async_left_roots += counts.unsure;
+        stats.late_children += counts.late_children;
+        stats.connection_affinity_nodes += u64::from(counts.connection_affinity);
+        stats.sibling_affinity_nodes += u64::from(counts.sibling_affinity);
+        stats.calls_with_ids += counts.ids.carried;
+        stats.links_fixed_by_ids += counts.ids.fixed;
+        stats.id_nodes += u64::from(counts.ids.propagates);
+        stats.histograms += counts.histograms;
     }
     stats.mean_parallelism = if children_with_candidates == 0 {
         0.0

@@ -1,68 +1,241 @@
 //! One node's parent choice (steps 2 and 3 of the paper's Figure 4 for a node B):
 //! candidates, B's scoreboard, the greedy choice, with an asynchronous window the
 //! wider candidates, the joint choice, and dropping asynchronous links it is unsure
-//! of; what `--explain` records of one decision. Owns the per-node step and what it
-//! reads of the whole trace ([`WholeTrace`]); grouping calls by node, applying the
-//! choices and patterns belong to [`super`].
+//! of; what `--explain` records of one decision. Owns the per-node step, its owned
+//! input ([`NodeInput`]: gathered from the whole trace, or received from another
+//! worker) and its serialisable outcome ([`NodeOutcome`]), so that the same code runs
+//! in this process or in a dataflow operator ([`crate::dataflow`]). Grouping calls by
+//! node, applying the choices and patterns belong to [`super`].
 
 use super::call_pairs::CallPair;
 use super::scoreboard::{Bins, Scoreboard};
 use super::{candidates, in_core, joint, parents, propagated, Algorithm, NestOptions, NO_PARENT};
-use crate::trace::{call_id_order, Nanos, Trace};
-pub(crate) struct NodeOutcome {
-    /// (child, parent) as indexes into the pairs, and the confidence of the choice.
-    pub(crate) chosen: Vec<(u32, u32, f32)>,
-    /// (parent, how sure it is that no call outside its children is its own), as
-    /// indexes into the pairs, where under 1.
-    pub(crate) complete: Vec<(u32, f32)>,
-    pub(crate) candidate_links: u64,
-    pub(crate) children_with_candidates: u64,
-    pub(crate) orphans: u64,
-    pub(crate) async_children: u64,
-    pub(crate) unsure: u64,
-    pub(crate) late_children: u64,
-    pub(crate) histograms: u64,
-    pub(crate) connection_affinity: bool,
-    pub(crate) sibling_affinity: bool,
-    pub(crate) ids: propagated::IdLinks,
-    /// The start the joint choice kept, where it compared starts.
-    pub(crate) kept: Option<joint::StartKind>,
+use crate::trace::{CallId, Nanos, NodeId, OperationId, PropagatedId, Trace};
+use serde::{Deserialize, Serialize};
+
+/// Everything one node's parent choice reads, owned: the node's calls in and out and
+/// what the trace knows of each, with the scalars of the trace (or segment) it is part
+/// of. Calls are numbered locally, in the order of the trace's call pairs; each is
+/// known outside the node by its key (its index into [`super::Nesting::pairs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeInput {
+    /// The node B whose children's parents are chosen.
+    pub node: NodeId,
+    /// B's calls in and out, each once (a call from B to itself too), in the pairs'
+    /// order. A call's `call_id` is the rank of its id's text among the trace's ids:
+    /// ties on coarse clocks break by it, and only its order is ever read.
+    pub calls: Vec<CallPair>,
+    /// Per call, its index into the trace's call pairs.
+    pub keys: Vec<u32>,
+    /// Calls into B (its possible parents), as indexes into `calls`, ascending.
+    pub incoming: Vec<u32>,
+    /// Calls out of B (its children), as indexes into `calls`, ascending.
+    pub outgoing: Vec<u32>,
+    /// Per call, the operation it asked for.
+    pub operation: Vec<OperationId>,
+    /// Per call, its connection's key ([`joint::NO_CONNECTION`] if not known); empty
+    /// when connections are not used.
+    pub connection: Vec<u64>,
+    /// Per call, the request id it carried; empty when the trace carries none.
+    pub propagated: Vec<PropagatedId>,
+    /// The share of calls into B that the trace lost.
+    pub lost: f64,
+    /// The trace's tick ([`super::call_pairs::tick`]): the whole trace's, not B's.
+    pub tick: Nanos,
+    /// A segment's core ([`super::nest_core`]): only its calls are counted.
+    pub core: Option<(Nanos, Nanos)>,
+    /// The start earlier segments kept for B ([`super::Learned`]).
+    pub carried: Option<joint::StartKind>,
+    /// Per call, the parent the joint search starts from instead of the greedy answer
+    /// ([`super::nest_from`]), as an index into `calls`, or [`NO_PARENT`].
+    pub given: Option<Vec<u32>>,
 }
 
-/// What every node's choice shares.
-pub(crate) struct WholeTrace<'a> {
-    pub(crate) trace: &'a Trace,
-    pub(crate) pairs: &'a [CallPair],
-    pub(crate) bins: Bins,
-    /// The trace's tick ([`call_pairs::tick`]).
+/// What the trace says beyond B's calls, for [`NodeInput::gather`].
+pub(crate) struct NodeScalars<'a> {
+    pub(crate) lost: f64,
     pub(crate) tick: Nanos,
-    pub(crate) options: &'a NestOptions,
-    /// Per call pair, the parent the joint search starts from instead of the greedy
-    /// answer ([`nest_from`]).
-    pub(crate) start: Option<&'a [u32]>,
-    /// A segment's core ([`nest_core`]): only its calls are counted.
     pub(crate) core: Option<(Nanos, Nanos)>,
-    /// Per node, the start earlier segments kept (empty when not in segments).
-    pub(crate) carried: &'a [Option<joint::StartKind>],
+    pub(crate) carried: Option<joint::StartKind>,
+    /// Per call pair, its parent's index into the pairs.
+    pub(crate) given: Option<&'a [u32]>,
+    /// Per call id, the rank of its text ([`call_id_ranks`]).
+    pub(crate) id_ranks: &'a [u32],
 }
 
-impl WholeTrace<'_> {
-    /// Whether the stats count this call pair's choice: every one, or a segment's core.
-    fn counts(&self, pair: u32) -> bool {
-        let time = self.pairs[pair as usize].caller_send;
-        self.core.map_or(true, |core| in_core(core, time))
+impl NodeInput {
+    /// Gathers B's input from the whole trace: `incoming` and `outgoing` are the
+    /// indexes of the pairs into and out of B, ascending.
+    pub(crate) fn gather(
+        trace: &Trace,
+        pairs: &[CallPair],
+        node: NodeId,
+        (incoming, outgoing): (&[u32], &[u32]),
+        scalars: NodeScalars<'_>,
+        options: &NestOptions,
+    ) -> NodeInput {
+        // Both lists ascend; merged, a call from B to itself is one local call.
+        let mut keys = Vec::with_capacity(incoming.len() + outgoing.len());
+        let (mut local_in, mut local_out) = (
+            Vec::with_capacity(incoming.len()),
+            Vec::with_capacity(outgoing.len()),
+        );
+        let (mut i, mut o) = (0, 0);
+        while i < incoming.len() || o < outgoing.len() {
+            let next_in = incoming.get(i).copied().unwrap_or(u32::MAX);
+            let next_out = outgoing.get(o).copied().unwrap_or(u32::MAX);
+            let key = next_in.min(next_out);
+            let local = keys.len() as u32;
+            keys.push(key);
+            if next_in == key {
+                local_in.push(local);
+                i += 1;
+            }
+            if next_out == key {
+                local_out.push(local);
+                o += 1;
+            }
+        }
+        let calls: Vec<CallPair> = keys
+            .iter()
+            .map(|&key| {
+                let pair = pairs[key as usize];
+                CallPair {
+                    call_id: CallId(id_rank(scalars.id_ranks, trace, pair.call_id)),
+                    ..pair
+                }
+            })
+            .collect();
+        let call_id = |local: usize| pairs[keys[local] as usize].call_id;
+        let operation = (0..keys.len())
+            .map(|local| trace.operation(call_id(local)))
+            .collect();
+        let connection = match options.connections {
+            true => (0..keys.len())
+                .map(|local| connection_key(trace, call_id(local)))
+                .collect(),
+            false => Vec::new(),
+        };
+        let propagated = match trace.has_propagated() {
+            true => (0..keys.len())
+                .map(|local| trace.propagated(call_id(local)))
+                .collect(),
+            false => Vec::new(),
+        };
+        let given = scalars.given.map(|given| {
+            keys.iter()
+                .map(|&key| match given[key as usize] {
+                    NO_PARENT => NO_PARENT,
+                    parent => keys
+                        .binary_search(&parent)
+                        .map_or(NO_PARENT, |at| at as u32),
+                })
+                .collect()
+        });
+        NodeInput {
+            node,
+            calls,
+            keys,
+            incoming: local_in,
+            outgoing: local_out,
+            operation,
+            connection,
+            propagated,
+            lost: scalars.lost,
+            tick: scalars.tick,
+            core: scalars.core,
+            carried: scalars.carried,
+            given,
+        }
     }
+}
+
+/// Per call id, the rank of its text among all the trace's ids (equal texts, equal
+/// ranks; the id-less call ranks as the empty text), so that ids compare as their
+/// texts do ([`crate::trace::call_id_order`]) without the trace.
+pub(crate) fn call_id_ranks(trace: &Trace) -> Vec<u32> {
+    use rayon::slice::ParallelSliceMut;
+    let ids = &trace.call_ids;
+    let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+    order.par_sort_unstable_by(|&a, &b| ids.resolve(a).cmp(ids.resolve(b)));
+    let mut ranks = vec![0u32; order.len()];
+    // The empty text ranks 0, with the id-less call; the others from 1.
+    let mut rank = 0;
+    for &id in &order {
+        if !ids.resolve(id).is_empty() {
+            rank += 1;
+        }
+        ranks[id as usize] = rank;
+    }
+    ranks
+}
+
+fn id_rank(ranks: &[u32], trace: &Trace, id: CallId) -> u32 {
+    debug_assert_eq!(ranks.len(), trace.call_ids.len());
+    match id {
+        CallId::NONE => 0,
+        id => ranks[id.0 as usize],
+    }
+}
+
+/// What one node decided, by the pairs' keys ([`NodeInput::keys`]): serialisable, so
+/// that it can come back from another worker or process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeOutcome {
+    /// The node whose children these are.
+    pub node: NodeId,
+    /// (child, parent, the confidence of the choice), for the children given a parent.
+    pub chosen: Vec<(u32, u32, f32)>,
+    /// (parent, how sure it is that no call outside its children is its own), where
+    /// under 1.
+    pub complete: Vec<(u32, f32)>,
+    /// What the node counted for the stats.
+    pub counts: NodeCounts,
+    /// The start the joint choice kept, where it compared starts.
+    pub kept: Option<joint::StartKind>,
+}
+
+/// One node's contributions to [`super::NestStats`], of the calls it counts (a
+/// segment's core).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCounts {
+    /// Candidate links of its children (its parallelism).
+    pub candidate_links: u64,
+    /// Its children with at least one candidate.
+    pub children_with_candidates: u64,
+    /// Children with candidates left without a parent.
+    pub orphans: u64,
+    /// Children kept with a parent that answered before they returned.
+    pub async_children: u64,
+    /// Children left as roots because such a parent was not sure enough.
+    pub unsure: u64,
+    /// Children whose parent answered first without an asynchronous window.
+    pub late_children: u64,
+    /// Histograms in its scoreboard.
+    pub histograms: u64,
+    /// Whether the joint choice learned how its connections follow.
+    pub connection_affinity: bool,
+    /// Whether it learned which siblings go together.
+    pub sibling_affinity: bool,
+    /// What its propagated ids did.
+    pub ids: propagated::IdLinks,
 }
 
 /// What `--explain` records of one child's decision while its node's parents are
 /// chosen: the same steps as every other node's, with the scores of that one decision
-/// kept. Indexes are into the node's `incoming` as [`nest_node`] left it sorted.
+/// kept. Local indexes are into the node's calls in as the choice sorted them
+/// (`incoming`).
 #[derive(Debug, Default)]
 pub(crate) struct DecisionRecord {
     /// The child to record, as an index into the pairs.
     pub call: u32,
     /// Its place among the node's children in call-time order.
     pub order: usize,
+    /// How many children the node decided.
+    pub decisions: usize,
+    /// The node's calls in, as indexes into the pairs, in the order local indexes
+    /// count.
+    pub incoming: Vec<u32>,
     /// The paper's scores of each of its candidates.
     pub scores: Vec<parents::CandidateScore>,
     /// Its candidates for the paper's step, and for the joint search (wider with an
@@ -82,10 +255,10 @@ pub(crate) struct DecisionRecord {
 
 /// A key of the connection a call travelled on, the same for every call on it, or
 /// [`joint::NO_CONNECTION`]: a hash of its id's connection part, with a fixed seed so
-/// that answers never vary between runs.
-fn connection_key(trace: &Trace, pair: &CallPair) -> u64 {
+/// that answers never vary between runs or machines.
+fn connection_key(trace: &Trace, call: CallId) -> u64 {
     use std::hash::BuildHasher;
-    match trace.connection(pair.call_id) {
+    match trace.connection(call) {
         Some(connection) => {
             foldhash::fast::FixedState::with_seed(0).hash_one(connection) & !(1 << 63)
         }
@@ -95,39 +268,68 @@ fn connection_key(trace: &Trace, pair: &CallPair) -> u64 {
 
 /// Steps 2 and 3 for one node B: candidates, B's scoreboard, the greedy choice, with
 /// an asynchronous window the wider candidates, the joint choice, and dropping
-/// asynchronous links it is unsure of. `lost` is the share of calls into B that the
-/// trace lost. With `record`, that child's decision is kept for `--explain`.
-pub(crate) fn nest_node(
-    whole: &WholeTrace,
-    node: crate::trace::NodeId,
-    incoming: &mut [u32],
-    outgoing: &mut [u32],
-    lost: f64,
+/// asynchronous links it is unsure of.
+pub fn decide(input: NodeInput, options: &NestOptions) -> NodeOutcome {
+    run(input, options, None)
+}
+
+/// [`decide`], with the decision of `call` (an index into the pairs, one of B's
+/// children) kept for `--explain`.
+pub(crate) fn decide_explained(
+    input: NodeInput,
+    options: &NestOptions,
+    call: u32,
+) -> (NodeOutcome, DecisionRecord) {
+    let mut record = DecisionRecord {
+        call,
+        ..DecisionRecord::default()
+    };
+    let outcome = run(input, options, Some(&mut record));
+    (outcome, record)
+}
+
+fn run(
+    input: NodeInput,
+    options: &NestOptions,
     record: Option<&mut DecisionRecord>,
 ) -> NodeOutcome {
-    let WholeTrace {
-        trace,
-        pairs,
-        bins,
+    let NodeInput {
+        node,
+        calls,
+        keys,
+        mut incoming,
+        mut outgoing,
+        operation,
+        connection,
+        propagated,
+        lost,
         tick,
-        options,
-        start,
-        core: _,
+        core,
         carried,
-    } = *whole;
-    let counts = |pair: u32| whole.counts(pair);
+        given,
+    } = input;
+    let pairs = &calls[..];
+    let (incoming, outgoing) = (&mut incoming[..], &mut outgoing[..]);
+    let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
+    let counts = |local: u32| {
+        let time = pairs[local as usize].caller_send;
+        core.map_or(true, |core| in_core(core, time))
+    };
     let board = prepare_node(
-        trace,
         pairs,
         (incoming, outgoing),
         (bins, options),
+        &propagated,
         record.is_some(),
         &counts,
     );
     let order = record.as_deref().map(|record| {
+        let local = keys
+            .binary_search(&record.call)
+            .expect("the call is the node's") as u32;
         outgoing
             .iter()
-            .position(|&i| i == record.call)
+            .position(|&i| i == local)
             .expect("a call leaves its own caller")
     });
     let mut scores = Vec::new();
@@ -169,21 +371,20 @@ pub(crate) fn nest_node(
                     async_children: options.async_window > 0,
                     reweighing: options.reweighing,
                     learn_window: options.learn_window,
-                    start: carried.get(node.0 as usize).copied().flatten(),
+                    start: carried,
                     pinned_start: options.pinned_start,
                 },
-                match start {
+                match &given {
                     None => joint::Start::Greedy(choice),
-                    Some(start) => {
-                        joint::Start::Given(local_start(start, incoming, outgoing, &candidates))
+                    Some(given) => {
+                        joint::Start::Given(local_start(given, incoming, outgoing, &candidates))
                     }
                 },
                 order,
                 joint::CallFacts {
-                    operation: &|pair| trace.operation(pairs[pair as usize].call_id),
-                    connection: &|pair| match options.connections {
-                        true => connection_key(trace, &pairs[pair as usize]),
-                        false => joint::NO_CONNECTION,
+                    operation: &|local| operation[local as usize],
+                    connection: &|local| {
+                        (connection.get(local as usize).copied()).unwrap_or(joint::NO_CONNECTION)
                     },
                 },
             );
@@ -193,7 +394,7 @@ pub(crate) fn nest_node(
             kept = joint.kept;
             complete = (joint.complete.iter().zip(incoming.iter()))
                 .filter(|&(&whole, _)| whole < 1.0)
-                .map(|(&whole, &call)| (call, whole))
+                .map(|(&whole, &call)| (keys[call as usize], whole))
                 .collect();
             (joint.parents, joint.confidence, Some(joint.lead))
         }
@@ -202,6 +403,8 @@ pub(crate) fn nest_node(
         *record = DecisionRecord {
             call: record.call,
             order,
+            decisions: outgoing.len(),
+            incoming: incoming.iter().map(|&local| keys[local as usize]).collect(),
             scores: std::mem::take(&mut scores),
             paper_row: board.candidates.of(order).to_vec(),
             search_row: candidates.of(order).to_vec(),
@@ -237,6 +440,9 @@ pub(crate) fn nest_node(
     } else {
         0
     };
+    let children_with_candidates = (0..outgoing.len())
+        .filter(|&k| !candidates.of(k).is_empty() && counts(outgoing[k]))
+        .count() as u64;
     let chosen: Vec<(u32, u32, f32)> = outgoing
         .iter()
         .zip(choice)
@@ -244,19 +450,14 @@ pub(crate) fn nest_node(
         .filter(|&((_, local), _)| local != NO_PARENT)
         .map(|((&child, local), confidence)| (child, incoming[local as usize], confidence))
         .collect();
-    let children_with_candidates = (0..outgoing.len())
-        .filter(|&k| !candidates.of(k).is_empty() && counts(outgoing[k]))
-        .count() as u64;
     let counted_chosen = chosen.iter().filter(|c| counts(c.0)).count() as u64;
-    NodeOutcome {
+    let counted = NodeCounts {
         // Every child with a candidate gets a parent unless its parent's call was lost,
         // or its parent did not wait for it and was not clearly likelier than the next.
         orphans: children_with_candidates - counted_chosen - unsure,
         async_children,
         unsure,
         late_children,
-        chosen,
-        complete,
         // The node's parallelism: its candidates before ids narrowed them, or as the
         // asynchronous window widened them.
         candidate_links: match &candidates {
@@ -271,33 +472,39 @@ pub(crate) fn nest_node(
         connection_affinity,
         sibling_affinity,
         ids: board.ids,
+    };
+    NodeOutcome {
+        node,
+        chosen: (chosen.into_iter())
+            .map(|(child, parent, sure)| (keys[child as usize], keys[parent as usize], sure))
+            .collect(),
+        complete,
+        counts: counted,
         kept,
     }
 }
 
-/// `start` (per call pair, its parent's index) for one node's children: per child, the
-/// index into `incoming` of its parent if that is one of its candidates, else
+/// `given` (per call, its parent's index into the calls) for B's children: per child,
+/// the index into `incoming` of its parent if that is one of its candidates, else
 /// [`NO_PARENT`].
 fn local_start(
-    start: &[u32],
+    given: &[u32],
     incoming: &[u32],
     outgoing: &[u32],
     candidates: &candidates::Candidates,
 ) -> Vec<u32> {
-    let local: hashbrown::HashMap<u32, u32> = incoming
-        .iter()
-        .enumerate()
-        .map(|(at, &pair)| (pair, at as u32))
-        .collect();
+    let mut at_in = vec![NO_PARENT; given.len()];
+    for (at, &call) in incoming.iter().enumerate() {
+        at_in[call as usize] = at as u32;
+    }
     outgoing
         .iter()
         .enumerate()
-        .map(|(k, &child)| {
-            local
-                .get(&start[child as usize])
-                .copied()
+        .map(|(k, &child)| match given[child as usize] {
+            NO_PARENT => NO_PARENT,
+            parent => Some(at_in[parent as usize])
                 .filter(|p| candidates.of(k).binary_search(p).is_ok())
-                .unwrap_or(NO_PARENT)
+                .unwrap_or(NO_PARENT),
         })
         .collect()
 }
@@ -396,17 +603,18 @@ struct NodeBoard {
 /// Step 2 for one node B: sorts its calls in and out on B's clock, finds each child's
 /// candidates and fills B's scoreboard.
 fn prepare_node(
-    trace: &Trace,
     pairs: &[CallPair],
     (incoming, outgoing): (&mut [u32], &mut [u32]),
     (bins, options): (Bins, &NestOptions),
+    propagated: &[PropagatedId],
     keep_unnarrowed: bool,
     counts: &dyn Fn(u32) -> bool,
 ) -> NodeBoard {
     // Both orders are on this node's clock. Ties (coarse timestamps) break by the other
     // node's name and the call id's text, never by the global pair order, which follows
     // other hosts' clocks: an offset between hosts must not change any decision here.
-    let by_id = |a: &CallPair, b: &CallPair| call_id_order(&trace.call_ids, a.call_id, b.call_id);
+    // (A local call's id is its text's rank: [`NodeInput::calls`].)
+    let by_id = |a: &CallPair, b: &CallPair| a.call_id.cmp(&b.call_id);
     incoming.sort_unstable_by(|&x, &y| {
         let (a, b) = (&pairs[x as usize], &pairs[y as usize]);
         (a.callee_recv, a.caller)
@@ -443,8 +651,8 @@ fn prepare_node(
         .map(|k| candidates.of(k).len() as u64)
         .sum();
     let mut unnarrowed = None;
-    let (candidates, ids) = if options.ids && !options.same_truth_only && trace.has_propagated() {
-        match propagated::narrow(trace, pairs, (incoming, outgoing), &candidates, counts) {
+    let (candidates, ids) = if options.ids && !options.same_truth_only && !propagated.is_empty() {
+        match propagated::narrow(propagated, (incoming, outgoing), &candidates, counts) {
             (Some(narrowed), ids) => {
                 unnarrowed = keep_unnarrowed.then_some(candidates);
                 (narrowed, ids)
@@ -480,5 +688,126 @@ fn prepare_node(
         links_before_ids,
         ids,
         unnarrowed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nesting::{call_pairs, lost_shares, nest};
+    use crate::trace::text::trace_from_str;
+
+    /// The multi-tier sample with every call given an operation, a connection (one of
+    /// three per caller and callee) and its request's id, so that every fact a node's
+    /// input carries is used.
+    fn decorated() -> Trace {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/multitier-sample.trace"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut out = String::new();
+        for (n, line) in text.lines().enumerate() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [_, "CALL_SENT" | "CALL_RECV", from, to, _, request] => out.push_str(&format!(
+                    "{line} op=get_{to} conn={from}-{to}-{} id={request}\n",
+                    n % 3
+                )),
+                _ => out.push_str(&format!("{line}\n")),
+            }
+        }
+        trace_from_str(&out)
+    }
+
+    fn inputs(trace: &Trace, options: &NestOptions) -> (crate::nesting::Nesting, Vec<NodeInput>) {
+        let nesting = nest(trace, options).unwrap();
+        let pairs = &nesting.pairs;
+        let nodes = trace.nodes.len();
+        let (mut incoming, mut outgoing) = (vec![Vec::new(); nodes], vec![Vec::new(); nodes]);
+        for (i, pair) in pairs.iter().enumerate() {
+            incoming[pair.callee.0 as usize].push(i as u32);
+            outgoing[pair.caller.0 as usize].push(i as u32);
+        }
+        let lost = lost_shares(trace, pairs, &|_| true);
+        let ranks = call_id_ranks(trace);
+        let inputs = (0..nodes)
+            .map(|node| {
+                let scalars = NodeScalars {
+                    lost: lost[node],
+                    tick: call_pairs::tick(pairs),
+                    core: None,
+                    carried: None,
+                    given: None,
+                    id_ranks: &ranks,
+                };
+                let lists = (&incoming[node][..], &outgoing[node][..]);
+                NodeInput::gather(trace, pairs, NodeId(node as u32), lists, scalars, options)
+            })
+            .collect();
+        (nesting, inputs)
+    }
+
+    /// Every node decides the same from its input sent as bytes, and the nodes'
+    /// outcomes put together are the nesting's parents.
+    #[test]
+    fn a_node_decides_alike_from_its_input_sent_as_bytes_and_as_nest_does() {
+        let trace = decorated();
+        assert!(trace.has_propagated());
+        let async_window = NestOptions {
+            async_window: 5_000_000,
+            ..NestOptions::default()
+        };
+        let truth_only = NestOptions {
+            same_truth_only: true,
+            ..NestOptions::default()
+        };
+        for options in [NestOptions::default(), async_window, truth_only] {
+            let (nesting, inputs) = inputs(&trace, &options);
+            let mut parent = vec![NO_PARENT; nesting.pairs.len()];
+            let mut confidence = vec![1.0f32; nesting.pairs.len()];
+            for input in inputs {
+                let bytes = postcard::to_allocvec(&input).unwrap();
+                let received: NodeInput = postcard::from_bytes(&bytes).unwrap();
+                assert_eq!(received, input);
+                let outcome = decide(input, &options);
+                let bytes = postcard::to_allocvec(&outcome).unwrap();
+                assert_eq!(
+                    postcard::from_bytes::<NodeOutcome>(&bytes).unwrap(),
+                    outcome
+                );
+                assert_eq!(decide(received, &options), outcome);
+                for (child, chosen, sure) in outcome.chosen {
+                    parent[child as usize] = chosen;
+                    confidence[child as usize] = sure;
+                }
+            }
+            assert_eq!(nesting.stats.cycles_broken, 0);
+            assert_eq!(parent, nesting.parent);
+            assert_eq!(confidence, nesting.confidence);
+        }
+    }
+
+    /// A call from a node to itself is one local call, both a parent and a child; ids
+    /// rank as their texts, the id-less call and the empty text first.
+    #[test]
+    fn a_self_call_is_one_local_call_and_ids_rank_as_their_texts() {
+        let trace = trace_from_str(
+            "1 CALL a b r2\n2 CALL b b zz\n3 CALL b c r10\n4 RET c b r10\n5 RET b b zz\n\
+             6 RET b a r2\n",
+        );
+        let (nesting, inputs) = inputs(&trace, &NestOptions::default());
+        let b = NodeId(trace.nodes.get("b").unwrap());
+        let input = &inputs[b.0 as usize];
+        assert_eq!(input.calls.len(), 3);
+        assert_eq!((input.incoming.len(), input.outgoing.len()), (2, 2));
+        let text =
+            |local: usize| trace.call_id_text(nesting.pairs[input.keys[local] as usize].call_id);
+        let mut by_rank: Vec<usize> = (0..3).collect();
+        by_rank.sort_by_key(|&local| input.calls[local].call_id);
+        let texts: Vec<&str> = by_rank.iter().map(|&local| text(local)).collect();
+        assert_eq!(texts, ["r10", "r2", "zz"]);
+        let zz = (0..3).find(|&local| text(local) == "zz").unwrap() as u32;
+        assert!(input.incoming.contains(&zz) && input.outgoing.contains(&zz));
     }
 }

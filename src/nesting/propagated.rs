@@ -8,12 +8,11 @@
 //! [`crate::capture::protocol::propagation`]'s, the choice among what is left the
 //! parent choices'.
 
-use super::call_pairs::CallPair;
 use super::candidates::Candidates;
-use crate::trace::{PropagatedId, Trace};
+use crate::trace::PropagatedId;
 
 /// What a node's propagated ids did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IdLinks {
     /// The node's calls out that carried an id.
     pub carried: u64,
@@ -29,17 +28,16 @@ pub struct IdLinks {
 /// mints a new id per call (a proxy that sets `X-Request-ID` itself) finds none.
 pub const PROPAGATES: f64 = 0.5;
 
-/// Narrows each child's candidates to the call carrying its id, where the node's ids
-/// propagate; otherwise returns `None` with what was counted: of the children that
-/// `counted` keeps (a segment's core: [`crate::streaming`]), though all decide.
+/// Narrows each child's candidates to the call carrying its id (`ids`: per call, the id
+/// it carried), where the node's ids propagate; otherwise returns `None` with what was
+/// counted: of the children that `counted` keeps (a segment's core: [`crate::streaming`]), though all decide.
 pub fn narrow(
-    trace: &Trace,
-    pairs: &[CallPair],
+    ids: &[PropagatedId],
     (incoming, outgoing): (&[u32], &[u32]),
     candidates: &Candidates,
     counted: &dyn Fn(u32) -> bool,
 ) -> (Option<Candidates>, IdLinks) {
-    let id = |pair: u32| trace.propagated(pairs[pair as usize].call_id);
+    let id = |call: u32| ids[call as usize];
     let parent_id = |local: u32| id(incoming[local as usize]);
     let mut links = IdLinks::default();
     let (mut matched, mut mismatched) = (0u64, 0u64);
@@ -103,7 +101,7 @@ pub fn narrow(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{text, TraceBuilder};
+    use crate::trace::{text, Trace, TraceBuilder};
     use std::path::Path;
 
     /// Two requests into b overlap; each of b's calls to c carries its request's id.
@@ -127,7 +125,10 @@ mod tests {
             parents: vec![0, 1, 0, 1],
             rescued: 0,
         };
-        narrow(trace, &pairs, (&incoming, &outgoing), &all, &|_| true)
+        let ids: Vec<PropagatedId> = (pairs.iter())
+            .map(|pair| trace.propagated(pair.call_id))
+            .collect();
+        narrow(&ids, (&incoming, &outgoing), &all, &|_| true)
     }
 
     #[test]

@@ -36,11 +36,15 @@ pub enum End {
 }
 
 /// Interned node name. After [`TraceBuilder::finish`], ids order like the names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct NodeId(pub u32);
 
 /// Interned call id; [`CallId::NONE`] when the trace has none (`-`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct CallId(pub u32);
 
 impl CallId {
@@ -49,7 +53,9 @@ impl CallId {
 }
 
 /// Interned ground-truth tag; [`Truth::NONE`] when the line had none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Truth(pub u32);
 
 impl Truth {
@@ -59,7 +65,9 @@ impl Truth {
 
 /// Interned operation name (`/shop.App/GetItem`, `GET /item/{n}`, `SELECT`);
 /// [`OperationId::NONE`] when the call has none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct OperationId(pub u32);
 
 impl OperationId {
@@ -69,7 +77,9 @@ impl OperationId {
 
 /// Interned propagated request id (a trace id, an `X-Request-ID` value);
 /// [`PropagatedId::NONE`] when the call carried none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct PropagatedId(pub u32);
 
 impl PropagatedId {

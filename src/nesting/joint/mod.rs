@@ -253,7 +253,7 @@ pub struct JointChoice {
 
 /// The start of the joint search whose end a node kept, where its children have
 /// several candidates each and the starts were compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StartKind {
     /// The paper's greedy answer, settled by hard EM.
     Greedy,

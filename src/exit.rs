@@ -45,14 +45,24 @@ pub struct Usage(pub String);
 
 /// Whether `cause`, one error of a chain, is about the user's input or usage: every
 /// error the library gives for a file, a flag or a value it was handed. Errors of the
-/// machine (a file that cannot be created, a full disk) are not.
+/// machine (a file that cannot be created, a full disk, a cluster's process lost) are
+/// not.
 pub fn is_bad_input(cause: &(dyn Error + 'static)) -> bool {
     cause.is::<Usage>()
         || cause.is::<crate::trace::text::TraceError>()
         || cause.is::<crate::capture::CaptureError>()
         || cause.is::<crate::input::InputError>()
-        || cause.is::<crate::nesting::NestError>()
-        || cause.is::<crate::streaming::StreamError>()
+        || cause
+            .downcast_ref::<crate::nesting::NestError>()
+            .is_some_and(|e| !matches!(e, crate::nesting::NestError::Workers(_)))
+        || cause
+            .downcast_ref::<crate::streaming::StreamError>()
+            .is_some_and(|e| {
+                !matches!(
+                    e,
+                    crate::streaming::StreamError::Nest(crate::nesting::NestError::Workers(_))
+                )
+            })
         || cause.is::<crate::nesting::explain::ExplainError>()
         || cause.is::<crate::convolution::ConvolveError>()
         || cause.is::<crate::eval::paths::EvalError>()

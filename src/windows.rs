@@ -87,7 +87,7 @@ pub fn most_changed(windows: &[Window], signature: &str) -> Option<usize> {
         let median = pattern.positions[0].latencies.summary().p50;
         if let Some(before) = previous {
             let moved = (median - before).abs();
-            if best.map_or(true, |(most, _)| moved > most) {
+            if best.is_none_or(|(most, _)| moved > most) {
                 best = Some((moved, k));
             }
         }

@@ -332,7 +332,7 @@ impl Delays {
     /// as their other segments, give or take as much again (or a millisecond); any
     /// delay where they have none.
     fn plausible(&self, [from, to]: [usize; 2], delay: Nanos) -> bool {
-        self.0.get(&(from, to)).map_or(true, |&(low, high)| {
+        self.0.get(&(from, to)).is_none_or(|&(low, high)| {
             let margin = (high - low).max(1_000_000);
             (low - margin..=high + margin).contains(&delay)
         })

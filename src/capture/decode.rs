@@ -398,7 +398,7 @@ mod tests {
             let mut bytes = Vec::new();
             builder.write(&mut bytes, &payload).unwrap();
             // Ethernet pads short frames; IPv4's total length tells where the packet ends.
-            bytes.extend(std::iter::repeat(0).take(padding));
+            bytes.extend(std::iter::repeat_n(0, padding));
             if let Some((at, value)) = bent {
                 if let Some(byte) = bytes.get_mut(at) {
                     *byte = value;

@@ -47,7 +47,7 @@ pub(super) enum Command {
     #[command(after_long_help = "Examples:
   blackbox nest traces/shop/*.pcap*
   blackbox nest -q traces/shop/*.pcap* --html report.html --svg graphs/
-  blackbox nest -q --sort total --top 5 traces/multitier.trace --json - > patterns.json
+  blackbox nest -q --workers 2 --sort total --top 5 traces/multitier.trace --json - > patterns.json
   blackbox nest traces/k8s/*.pcap.gz --names traces/k8s/cluster.json
 ")]
     Nest(NestArgs),
@@ -754,6 +754,35 @@ fn level(text: &str) -> Result<f64, String> {
 
 #[derive(Args)]
 pub(super) struct AlgorithmArgs {
+    /// Threads to work on (0: one per core)
+    ///
+    /// Threads to work on: reading, pairing and each node's parent choice, which runs as
+    /// a timely dataflow with one worker per thread (0, the default: one per core).
+    /// The answer is the same whatever the number.
+    #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Workers")]
+    pub(super) workers: usize,
+
+    /// Run as one of several processes, FILE listing each one's host:port
+    ///
+    /// Run as one of several processes, on one machine or many: FILE lists one
+    /// `host:port` per process (process 0 first; `#` starts a comment), and each runs
+    /// the same command with its own --process. Process 0 reads the input and writes
+    /// every output; the others lend it their --workers threads for the parent choice
+    /// and exit when it is done. A process that does not come within 60 s, or is lost
+    /// mid-run, fails the run with an error naming it. The answer is the same as one
+    /// process's.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Workers",
+        requires = "process"
+    )]
+    pub(super) cluster: Option<PathBuf>,
+
+    /// This process's line in --cluster's FILE, from 0
+    #[arg(long, value_name = "I", help_heading = "Workers", requires = "cluster")]
+    pub(super) process: Option<usize>,
+
     /// Parent choice: joint (learned per node), or paper (the paper's greedy choice)
     ///
     /// Parent choice: `joint` improves the paper's greedy answer per node under a model
@@ -923,6 +952,7 @@ impl AlgorithmArgs {
             connections: !a.ignore_connections,
             ids: !a.ignore_ids,
             pinned_start: !a.no_pinned_start,
+            workers: super::workers::workers(),
         }
     }
 }

@@ -1,8 +1,9 @@
-//! The `blackbox` command line: [`args`] parses it, [`commands`] runs each command on
-//! the library and says where its results go.
+//! The `blackbox` command line: [`args`] parses it, [`workers`] says where the work runs,
+//! [`commands`] runs each command on the library and says where its results go.
 
 mod args;
 mod commands;
+mod workers;
 
 use anyhow::Result;
 use args::{Cli, Command};
@@ -10,7 +11,35 @@ use clap::Parser;
 
 /// Parses the command line and runs the command.
 pub fn run() -> Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // Decided once, before any stage starts rayon's pool.
+    let algorithm = match &cli.command {
+        Command::Nest(args) => Some(&args.algorithm),
+        Command::Eval(args) => Some(&args.algorithm),
+        Command::Diff(args) => Some(&args.algorithm),
+        _ => None,
+    };
+    let engine = match algorithm
+        .map(args::AlgorithmArgs::start_workers)
+        .transpose()?
+    {
+        Some(workers::Role::Lent) => return Ok(()),
+        Some(workers::Role::Run(engine)) => engine,
+        None => None,
+    };
+    let result = run_command(cli.command);
+    // The other processes of a cluster end when this one closes the dataflow.
+    if let Some(engine) = engine {
+        let finished = engine.finish();
+        result?;
+        finished?;
+        return Ok(());
+    }
+    result
+}
+
+fn run_command(command: Command) -> Result<()> {
+    match command {
         Command::Nest(args) => commands::nest(args),
         Command::Eval(args) => commands::eval(args),
         Command::Convolve(args) => commands::convolve(args),

@@ -19,7 +19,7 @@ pub fn find_spikes(c: &[f64], spike_sigma: f64, gap_sigma: f64) -> Vec<usize> {
     let mut best: Option<usize> = None;
     for (i, &x) in c.iter().enumerate() {
         if x > low {
-            if best.map_or(true, |b| x > c[b]) {
+            if best.is_none_or(|b| x > c[b]) {
                 best = Some(i);
             }
         } else if let Some(b) = best.take() {

@@ -9,6 +9,7 @@
 
 pub mod call_pairs;
 pub mod candidates;
+pub mod dataflow;
 pub mod explain;
 pub mod joint;
 pub(crate) mod node;
@@ -25,7 +26,7 @@ pub use patterns::{Pattern, Summary};
 use rayon::prelude::*;
 
 /// Which parent choice runs after the paper's candidates and scoreboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
     /// The paper's greedy choice with fixed penalties (§5.1.1.3), kept reproducible.
@@ -38,7 +39,7 @@ pub enum Algorithm {
 
 /// Settings of the nesting algorithm; [`Default`] gives the paper's, with the joint
 /// parent choice.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NestOptions {
     /// Which parent choice.
     pub algorithm: Algorithm,
@@ -89,6 +90,10 @@ pub struct NestOptions {
     /// ([`joint::StartKind::Arrivals`]), for queues that serve first in, first out. On
     /// by default.
     pub pinned_start: bool,
+    /// Where each node's choice runs: timely workers, one per core by default. Never
+    /// changes an answer.
+    #[serde(skip)]
+    pub workers: dataflow::Workers,
 }
 
 impl Default for NestOptions {
@@ -109,6 +114,7 @@ impl Default for NestOptions {
             connections: true,
             ids: true,
             pinned_start: true,
+            workers: dataflow::Workers::default(),
         }
     }
 }
@@ -138,6 +144,9 @@ pub enum NestError {
     /// Settings that cannot work.
     #[error("invalid option: {0}")]
     BadOption(String),
+    /// The workers that decide each node's parents failed (not the input's fault).
+    #[error("the workers choosing parents failed")]
+    Workers(#[from] dataflow::WorkerError),
 }
 
 /// What the run did, for the summary.
@@ -306,7 +315,7 @@ fn nest_starting(
             lines: trace.stats.lines,
         });
     }
-    let in_core = |time: Nanos| core.map_or(true, |core| in_core(core, time));
+    let in_core = |time: Nanos| core.is_none_or(|core| in_core(core, time));
     let (pairs, pairing) = find_call_pairs_checked(trace, &in_core)?;
     let tick = call_pairs::tick(&pairs);
     let start = start.map(|start| start(&pairs));
@@ -331,8 +340,6 @@ fn nest_starting(
     }
     let lost = lost_shares(trace, &pairs, &in_core);
     let id_ranks = node::call_id_ranks(trace);
-    // Each node's input is gathered where it is decided, so only the nodes being
-    // decided hold a copy of their calls.
     let gather = |node: usize| {
         let id = crate::trace::NodeId(node as u32);
         let scalars = node::NodeScalars {
@@ -346,10 +353,8 @@ fn nest_starting(
         let lists = (&incoming[node][..], &outgoing[node][..]);
         node::NodeInput::gather(trace, &pairs, id, lists, scalars, options)
     };
-    let mut per_node: Vec<node::NodeOutcome> = (0..node_count)
-        .into_par_iter()
-        .map(|node| node::decide(gather(node), options))
-        .collect();
+    let inputs: Vec<node::NodeInput> = (0..node_count).into_par_iter().map(gather).collect();
+    let mut per_node = dataflow::decide_all(options.workers, inputs, options)?;
     drop((incoming, outgoing));
     per_node.sort_unstable_by_key(|outcome| outcome.node);
     for outcome in &per_node {

@@ -13,7 +13,7 @@ pub const NO_PARENT: u32 = u32::MAX;
 /// The exponents of the three penalties; each multiplies a score by `(1 + n)^-e`, where
 /// `n` counts the candidate parent's already-assigned children that overlap the child in
 /// time, that call the same node, or at all.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Penalties {
     /// Overlapping-child exponent `x` (paper default 2).
     pub overlap: f64,

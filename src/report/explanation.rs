@@ -97,7 +97,7 @@ pub fn write(
                         format!("{:.4}", s.penalty),
                         format!("{:.4}", s.score),
                     ]),
-                    None => row.extend(std::iter::repeat("-".to_owned()).take(6)),
+                    None => row.extend(std::iter::repeat_n("-".to_owned(), 6)),
                 }
                 if joint {
                     row.push(c.joint_loss.map_or("-".to_owned(), |l| format!("{l:.3}")));

@@ -102,7 +102,7 @@ impl Best {
     /// Looks at one header field.
     pub fn field(&mut self, name: &[u8], value: &[u8]) {
         if let Some((rank, id)) = header(name, value) {
-            if self.0.as_ref().map_or(true, |(best, _)| rank < *best) {
+            if self.0.as_ref().is_none_or(|(best, _)| rank < *best) {
                 self.0 = Some((rank, id));
             }
         }

@@ -484,7 +484,7 @@ impl<'a> NodeCalls<'a> {
                 if back > at {
                     return true;
                 }
-                if returned.map_or(true, |(latest, _, _)| back >= latest) {
+                if returned.is_none_or(|(latest, _, _)| back >= latest) {
                     returned = Some((back, ev.returns(kind), 2));
                 }
                 false

@@ -779,7 +779,7 @@ pub struct NodeSettings {
 }
 
 /// How the search weighs a child it looks at again.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Reweighing {
     /// Only the steps a change since its last look could alter, and each pair of
     /// parents' exchange and split once per change of either.

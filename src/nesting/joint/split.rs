@@ -39,7 +39,7 @@ pub(super) fn middle_cut(candidates: &Candidates, least: usize) -> Option<Cut> {
                 children: m,
                 parents: first_after,
             };
-            let closer = best.map_or(true, |b| m.abs_diff(target) < b.children.abs_diff(target));
+            let closer = best.is_none_or(|b| m.abs_diff(target) < b.children.abs_diff(target));
             if closer {
                 best = Some(cut);
             }

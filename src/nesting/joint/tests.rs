@@ -523,7 +523,7 @@ fn chances_of_orders(set: &[(u32, u32)], answer_any_time: bool) -> Vec<f64> {
     let weight = |previous: u32, next: u32| f64::from((previous * 7 + next * 3) % 5 + 1).ln();
     let mut actions: Vec<u32> = set
         .iter()
-        .flat_map(|&(a, n)| std::iter::repeat(a).take(n as usize))
+        .flat_map(|&(a, n)| std::iter::repeat_n(a, n as usize))
         .collect();
     if answer_any_time {
         actions.push(ANSWER);

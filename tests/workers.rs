@@ -1,0 +1,184 @@
+//! The answer does not depend on the number of workers: `--workers 1`, 2 and 4 write
+//! the same bytes (stdout, stderr, --json and --assignments) on the shipped traces and
+//! captures, whole and in segments, with an asynchronous window, and in evaluation
+//! started from the truth.
+
+mod support;
+
+use support::blackbox;
+
+/// Runs `args` with `--workers` 1, 2 and 4 and asserts that every output is the same.
+fn same_for_any_workers(args: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first: Option<Vec<Vec<u8>>> = None;
+    for workers in ["1", "2", "4"] {
+        let json = dir.path().join(format!("{workers}.json"));
+        let assignments = dir.path().join(format!("{workers}.tsv"));
+        let mut command = blackbox();
+        command.args(args).args(["--workers", workers]);
+        let nest = args[0] == "nest";
+        if nest {
+            command.arg("--json").arg(&json);
+            command.arg("--assignments").arg(&assignments);
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?} --workers {workers}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let mut outputs = vec![output.stdout, output.stderr];
+        if nest {
+            outputs.push(std::fs::read(&json).unwrap());
+            outputs.push(std::fs::read(&assignments).unwrap());
+        }
+        match &first {
+            None => first = Some(outputs),
+            Some(first) => {
+                for (at, (a, b)) in first.iter().zip(&outputs).enumerate() {
+                    assert!(
+                        a == b,
+                        "{args:?}: output {at} differs at --workers {workers}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_text_trace_nests_alike_on_any_number_of_workers() {
+    same_for_any_workers(&["nest", "traces/multitier.trace"]);
+    same_for_any_workers(&["nest", "--async-window", "5ms", "traces/multitier.trace"]);
+}
+
+#[test]
+fn segments_nest_alike_on_any_number_of_workers() {
+    // Six segments, each an epoch of the same dataflow (stderr, compared too, says so).
+    same_for_any_workers(&["nest", "--segment-lines", "2000", "traces/multitier.trace"]);
+}
+
+#[test]
+fn captures_nest_alike_on_any_number_of_workers() {
+    same_for_any_workers(&[
+        "nest",
+        "traces/shop/client.pcap",
+        "traces/shop/web.pcap",
+        "traces/shop/app.pcap",
+        "traces/shop/cache.pcap",
+        "traces/shop/db.pcapng",
+    ]);
+}
+
+#[test]
+fn evaluation_is_alike_on_any_number_of_workers() {
+    same_for_any_workers(&["eval", "traces/multitier.trace"]);
+    same_for_any_workers(&["eval", "--start-from-truth", "traces/multitier.trace"]);
+}
+
+/// Two free ports on localhost, as a cluster file's lines.
+fn cluster_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
+    let listeners: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let addresses: Vec<String> = (listeners.iter())
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect();
+    drop(listeners);
+    let path = dir.join("cluster");
+    let text = format!("# two processes\n{}\n\n{}\n", addresses[0], addresses[1]);
+    std::fs::write(&path, text).unwrap();
+    (path, addresses)
+}
+
+/// Two processes on localhost, one worker each, write what one process writes: the
+/// first every output, the second nothing on stdout.
+#[test]
+fn two_processes_nest_as_one_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, _) = cluster_file(dir.path());
+    let args = [
+        "nest",
+        "--workers",
+        "1",
+        "--segment-lines",
+        "2000",
+        "traces/multitier.trace",
+    ];
+    let alone = blackbox().args(args).output().unwrap();
+    assert!(alone.status.success());
+    let second = blackbox()
+        .args(args)
+        .arg("--cluster")
+        .arg(&cluster)
+        .args(["--process", "1"])
+        .get_output_owned_in_thread();
+    let first = blackbox()
+        .args(args)
+        .arg("--cluster")
+        .arg(&cluster)
+        .args(["--process", "0"])
+        .output()
+        .unwrap();
+    let second = second.join().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(first.stdout == alone.stdout, "stdout differs");
+    assert!(first.stderr == alone.stderr, "stderr differs");
+    assert!(second.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&second.stderr).contains("lent its 1 workers to process 0"));
+}
+
+/// A process lost mid-run fails the run (exit 1: not the input's fault) with an
+/// error naming it. Here "process 1" connects, says who it is and hangs up.
+#[test]
+fn a_lost_process_fails_the_run_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, addresses) = cluster_file(dir.path());
+    let first = blackbox()
+        .args([
+            "nest",
+            "--workers",
+            "1",
+            "traces/multitier.trace",
+            "--process",
+            "0",
+        ])
+        .arg("--cluster")
+        .arg(&cluster)
+        .get_output_owned_in_thread();
+    let mut stream = loop {
+        match std::net::TcpStream::connect(&addresses[0]) {
+            Ok(stream) => break stream,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    std::io::Write::write_all(&mut stream, &1u64.to_be_bytes()).unwrap();
+    drop(stream);
+    let first = first.join().unwrap();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(1), "{stderr}");
+    let named = format!("process 1 ({}) was lost", addresses[1]);
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Runs a command on a thread of its own, for a test that plays another process.
+trait InThread {
+    fn get_output_owned_in_thread(&mut self) -> std::thread::JoinHandle<std::process::Output>;
+}
+
+impl InThread for assert_cmd::Command {
+    fn get_output_owned_in_thread(&mut self) -> std::thread::JoinHandle<std::process::Output> {
+        let mut command = std::mem::replace(self, blackbox());
+        std::thread::spawn(move || command.output().unwrap())
+    }
+}

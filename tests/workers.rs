@@ -134,7 +134,7 @@ fn two_processes_nest_as_one_does() {
     assert!(first.stdout == alone.stdout, "stdout differs");
     assert!(first.stderr == alone.stderr, "stderr differs");
     assert!(second.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&second.stderr).contains("lent its 1 workers to process 0"));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("lent its 1 worker to process 0"));
 }
 
 /// A process lost mid-run fails the run (exit 1: not the input's fault) with an

@@ -43,8 +43,9 @@ impl AlgorithmArgs {
         let engine = Engine::start_cluster(&addresses, process, threads, CLUSTER_PATIENCE)?;
         if !engine.feeds() {
             engine.finish()?;
+            let workers = if threads == 1 { "worker" } else { "workers" };
             eprintln!(
-                "blackbox: process {process} lent its {threads} workers to process 0 ({}), which is done",
+                "blackbox: process {process} lent its {threads} {workers} to process 0 ({}), which is done",
                 addresses[0]
             );
             return Ok(Role::Lent);

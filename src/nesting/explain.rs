@@ -5,7 +5,7 @@
 //! wording belongs to [`crate::report::explanation`].
 
 use super::call_pairs::CallPair;
-use super::node::{call_id_ranks, decide_explained, NodeInput, NodeScalars};
+use super::node::{decide_explained, NodeInput, NodeScalars};
 use super::parents::{CandidateScore, NO_PARENT};
 use super::{Algorithm, NestOptions, Nesting};
 use crate::trace::time::{self, TimeError};
@@ -184,7 +184,6 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         core: None,
         carried: None,
         given: None,
-        id_ranks: &call_id_ranks(trace),
     };
     let input = NodeInput::gather(trace, pairs, node, (&incoming, &outgoing), scalars, options);
     let (_, mut record) = decide_explained(input, options, call);

@@ -339,7 +339,6 @@ fn nest_starting(
         outgoing[p.caller.0 as usize].push(i as u32);
     }
     let lost = lost_shares(trace, &pairs, &in_core);
-    let id_ranks = node::call_id_ranks(trace);
     let gather = |node: usize| {
         let id = crate::trace::NodeId(node as u32);
         let scalars = node::NodeScalars {
@@ -348,14 +347,13 @@ fn nest_starting(
             core,
             carried: learned.start_of(trace.node_name(id)),
             given: start.as_deref(),
-            id_ranks: &id_ranks,
         };
         let lists = (&incoming[node][..], &outgoing[node][..]);
         node::NodeInput::gather(trace, &pairs, id, lists, scalars, options)
     };
     let inputs: Vec<node::NodeInput> = (0..node_count).into_par_iter().map(gather).collect();
-    let mut per_node = dataflow::decide_all(options.workers, inputs, options)?;
     drop((incoming, outgoing));
+    let mut per_node = dataflow::decide_all(options.workers, inputs, options)?;
     per_node.sort_unstable_by_key(|outcome| outcome.node);
     for outcome in &per_node {
         if let Some(kind) = outcome.kept {

@@ -1,0 +1,207 @@
+//! Workers (issue 45): `blackbox nest -q --workers N` at 1 and 2 workers, and as two
+//! processes of one worker each on localhost (`--cluster`), on the 40-client shop at
+//! 1 M messages and the multi-tier trace at 10 M (in segments); each run's wall time,
+//! CPU time, peak memory and speed-up over one worker, and whether its output is the
+//! same bytes as one worker's (it must be).
+//!
+//! `cargo bench --bench workers` — generates the traces once with maketrace (cached
+//! under `target/bench-traces/`, as `--bench streaming` does). `BLACKBOX_WORKERS_TRACES`
+//! (default `shop:1000000,multitier:10000000`) sets the traces, `config:messages`,
+//! comma separated; `BLACKBOX_WORKERS_CAPTURES`, a directory of one capture per host,
+//! adds a capture set. Don't run it while anything else uses the cores.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` probes every bench target
+    }
+    let traces = std::env::var("BLACKBOX_WORKERS_TRACES")
+        .unwrap_or_else(|_| "shop:1000000,multitier:10000000".into());
+    let mut inputs: Vec<(String, Vec<PathBuf>)> = traces
+        .split(',')
+        .map(|spec| {
+            let (config, messages) = spec.trim().split_once(':').expect("config:messages");
+            let messages: u64 = messages.parse().expect("messages");
+            let name = format!("{config}, {} M messages", messages / 1_000_000);
+            (name, vec![trace_of(config, messages)])
+        })
+        .collect();
+    if let Ok(dir) = std::env::var("BLACKBOX_WORKERS_CAPTURES") {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+            .collect();
+        files.sort();
+        inputs.push((dir, files));
+    }
+    println!("blackbox nest -q, 2 cores");
+    println!(
+        "{:<28} {:<22} {:>8} {:>8} {:>10} {:>8}  output",
+        "input", "run", "wall", "CPU", "peak", "speed-up"
+    );
+    for (name, files) in &inputs {
+        let (one, output) = run(files, Workers::Threads(1));
+        for (label, workers) in [
+            ("--workers 1", Workers::Threads(1)),
+            ("--workers 2", Workers::Threads(2)),
+            ("2 processes, 1 worker each", Workers::Processes),
+        ] {
+            let (measured, same) = match workers {
+                Workers::Threads(1) => (one, true),
+                _ => {
+                    let (measured, bytes) = run(files, workers);
+                    (measured, bytes == output)
+                }
+            };
+            println!(
+                "{name:<28} {label:<22} {:>7.1}s {:>7.1}s {:>7.0} MB {:>7.2}×  {}",
+                measured.wall,
+                measured.cpu,
+                measured.peak as f64 / 1e6,
+                one.wall / measured.wall,
+                if same { "same" } else { "DIFFERS" }
+            );
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Workers {
+    Threads(usize),
+    /// Two processes on localhost, one worker each: the wall time is the first's, the
+    /// CPU time and peak memory both's.
+    Processes,
+}
+
+#[derive(Clone, Copy)]
+struct Measured {
+    wall: f64,
+    cpu: f64,
+    peak: u64,
+}
+
+/// A trace of `messages` messages of `config` (seed 1), generated once.
+fn trace_of(config: &str, messages: u64) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("target/bench-traces");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{config}-{messages}.trace"));
+    if path.exists() {
+        return path;
+    }
+    eprintln!("generating {path:?} ...");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .args(["run", "--release", "-q", "-p", "maketrace", "--"])
+        .arg(root.join(format!("traces/configs/{config}.toml")))
+        .args(["--messages", &messages.to_string(), "--seed", "1", "-o"])
+        .arg(path.with_extension("partial"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "maketrace failed");
+    std::fs::rename(path.with_extension("partial"), &path).unwrap();
+    path
+}
+
+/// The run's wall and CPU time and peak memory, and its stdout.
+fn run(files: &[PathBuf], workers: Workers) -> (Measured, Vec<u8>) {
+    let nest = |extra: &[String]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_blackbox"));
+        command
+            .args(["nest", "-q"])
+            .args(files)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        command
+    };
+    let start = Instant::now();
+    match workers {
+        Workers::Threads(n) => {
+            let child = nest(&["--workers".into(), n.to_string()]).spawn().unwrap();
+            let (output, usage) = finish(child);
+            let wall = start.elapsed().as_secs_f64();
+            (usage.measured(wall), output)
+        }
+        Workers::Processes => {
+            let dir = tempfile::tempdir().unwrap();
+            let hosts = dir.path().join("cluster");
+            let ports: Vec<String> = (0..2)
+                .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+                .collect::<Vec<_>>()
+                .iter()
+                .map(|l| l.local_addr().unwrap().to_string())
+                .collect();
+            std::fs::write(&hosts, ports.join("\n")).unwrap();
+            let flags = |process: usize| {
+                [
+                    "--workers",
+                    "1",
+                    "--cluster",
+                    hosts.to_str().unwrap(),
+                    "--process",
+                ]
+                .map(String::from)
+                .into_iter()
+                .chain([process.to_string()])
+                .collect::<Vec<String>>()
+            };
+            let second = nest(&flags(1)).spawn().unwrap();
+            let first = nest(&flags(0)).spawn().unwrap();
+            let (output, usage) = finish(first);
+            let wall = start.elapsed().as_secs_f64();
+            let (_, other) = finish(second);
+            let mut measured = usage.measured(wall);
+            measured.cpu += other.cpu();
+            measured.peak += other.ru_maxrss as u64 * 1024;
+            (measured, output)
+        }
+    }
+}
+
+trait Usage {
+    fn cpu(&self) -> f64;
+    fn measured(&self, wall: f64) -> Measured;
+}
+
+impl Usage for libc::rusage {
+    fn cpu(&self) -> f64 {
+        let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        seconds(self.ru_utime) + seconds(self.ru_stime)
+    }
+
+    fn measured(&self, wall: f64) -> Measured {
+        Measured {
+            wall,
+            cpu: self.cpu(),
+            // Linux gives ru_maxrss in kilobytes.
+            peak: self.ru_maxrss as u64 * 1024,
+        }
+    }
+}
+
+/// The child's stdout, read to its end, and its resource use once it exited.
+fn finish(mut child: Child) -> (Vec<u8>, libc::rusage) {
+    let mut output = Vec::new();
+    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut output).unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills; the pid is our own child's, and
+    // std never waits for it after this.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+        usage
+    };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "blackbox failed"
+    );
+    std::mem::forget(child);
+    (output, usage)
+}

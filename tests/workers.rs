@@ -182,3 +182,37 @@ impl InThread for assert_cmd::Command {
         std::thread::spawn(move || command.output().unwrap())
     }
 }
+
+/// Nestings run from rayon's own threads (a study nesting seeds side by side) finish:
+/// a thread of the pool waiting for the workers must lend itself to the pool, where
+/// the workers' choices run, or every thread of it waits and none works.
+#[test]
+fn nestings_from_rayons_threads_finish() {
+    use rayon::prelude::*;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/multitier-sample.trace"
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut builder = blackbox::trace::TraceBuilder::new();
+        let paths = [std::path::PathBuf::from(path)];
+        blackbox::trace::text::read_files(&paths, &mut builder).unwrap();
+        let trace = builder.finish();
+        let options = blackbox::nesting::NestOptions::default();
+        let roots: Vec<u64> = (0..4 * rayon::current_num_threads())
+            .into_par_iter()
+            .map(|_| {
+                blackbox::nesting::nest(&trace, &options)
+                    .unwrap()
+                    .stats
+                    .roots
+            })
+            .collect();
+        done.send(roots).unwrap();
+    });
+    let roots = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the nestings finish");
+    assert!(roots.windows(2).all(|two| two[0] == two[1]) && roots[0] > 0);
+}

@@ -251,7 +251,7 @@ impl Engine {
         let lost =
             || WorkerError::Lost(cluster::lost().unwrap_or_else(|| "worker 0 is gone".into()));
         feed.tasks.send(tasks).map_err(|_| lost())?;
-        let answers = feed.answers.recv().map_err(|_| lost())?;
+        let answers = wait_lending(&feed.answers).ok_or_else(lost)?;
         let mut outcomes = answers
             .into_iter()
             .collect::<Result<Vec<NodeOutcome>, String>>()
@@ -275,6 +275,27 @@ impl Engine {
             result.map_err(lost)?;
         }
         Ok(())
+    }
+}
+
+/// The next message of `from` (`None` once its sender is gone). A thread of rayon's
+/// pool lends itself to the pool while it waits: the workers decide on the pool, and
+/// nestings run from its threads (a study's seeds side by side) would otherwise leave
+/// every thread of it waiting and none deciding.
+fn wait_lending<T>(from: &mpsc::Receiver<T>) -> Option<T> {
+    if rayon::current_thread_index().is_none() {
+        return from.recv().ok();
+    }
+    loop {
+        match from.try_recv() {
+            Ok(message) => return Some(message),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) => {
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            }
+        }
     }
 }
 

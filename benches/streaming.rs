@@ -16,9 +16,12 @@
 //! shop), and `BLACKBOX_STREAM_WHOLE=all` holds the whole trace at every length too
 //! (11.5 GB at 100 M messages).
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
+use support::runs::{finished, generated_trace, peak_bytes};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -41,7 +44,7 @@ fn main() {
         "messages", "nested", "wall", "µs/message", "peak memory", "bytes/msg"
     );
     for (k, &messages) in lengths.iter().enumerate() {
-        let trace = trace_of(&config, messages);
+        let trace = generated_trace(&config, messages);
         let mut runs = vec![("in segments (default)", vec![])];
         if k == 0 || whole_everywhere {
             runs.push(("whole (--segment-lines 0)", vec!["--segment-lines", "0"]));
@@ -90,34 +93,10 @@ fn main() {
     }
 }
 
-/// A trace of `messages` messages of `config` (seed 1), generated once.
-fn trace_of(config: &str, messages: u64) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("target/bench-traces");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{config}-{messages}.trace"));
-    if path.exists() {
-        return path;
-    }
-    eprintln!("generating {path:?} ...");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(root)
-        .args(["run", "--release", "-q", "-p", "maketrace", "--"])
-        .arg(root.join(format!("traces/configs/{config}.toml")))
-        .args(["--messages", &messages.to_string(), "--seed", "1", "-o"])
-        .arg(path.with_extension("partial"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "maketrace failed");
-    std::fs::rename(path.with_extension("partial"), &path).unwrap();
-    path
-}
-
 /// Wall seconds and peak resident bytes of `blackbox nest -q FILES FLAGS`.
 fn run(files: &[PathBuf], flags: &[&str]) -> (f64, u64) {
     let start = Instant::now();
-    // Waited for by wait4 below, for its rusage; std's wait would find it gone.
+    // Waited for by `finished` (wait4, for its rusage); std's wait would find it gone.
     #[allow(clippy::zombie_processes)]
     let child = Command::new(env!("CARGO_BIN_EXE_blackbox"))
         .args(["nest", "-q"])
@@ -126,20 +105,6 @@ fn run(files: &[PathBuf], flags: &[&str]) -> (f64, u64) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: rusage is plain data that wait4 fills; the pid is our own child's, and
-    // std never waits for it after this.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
-        assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
-        usage
-    };
-    let seconds = start.elapsed().as_secs_f64();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "blackbox failed on {files:?}"
-    );
-    // Linux gives ru_maxrss in kilobytes.
-    (seconds, usage.ru_maxrss as u64 * 1024)
+    let (_, usage) = finished(child);
+    (start.elapsed().as_secs_f64(), peak_bytes(&usage))
 }

@@ -10,9 +10,12 @@
 //! comma separated; `BLACKBOX_WORKERS_CAPTURES`, a directory of one capture per host,
 //! adds a capture set. Don't run it while anything else uses the cores.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::Instant;
+use support::runs::{finished, generated_trace, peak_bytes};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -26,7 +29,7 @@ fn main() {
             let (config, messages) = spec.trim().split_once(':').expect("config:messages");
             let messages: u64 = messages.parse().expect("messages");
             let name = format!("{config}, {} M messages", messages / 1_000_000);
-            (name, vec![trace_of(config, messages)])
+            (name, vec![generated_trace(config, messages)])
         })
         .collect();
     if let Ok(dir) = std::env::var("BLACKBOX_WORKERS_CAPTURES") {
@@ -84,30 +87,6 @@ struct Measured {
     peak: u64,
 }
 
-/// A trace of `messages` messages of `config` (seed 1), generated once.
-fn trace_of(config: &str, messages: u64) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("target/bench-traces");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{config}-{messages}.trace"));
-    if path.exists() {
-        return path;
-    }
-    eprintln!("generating {path:?} ...");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(root)
-        .args(["run", "--release", "-q", "-p", "maketrace", "--"])
-        .arg(root.join(format!("traces/configs/{config}.toml")))
-        .args(["--messages", &messages.to_string(), "--seed", "1", "-o"])
-        .arg(path.with_extension("partial"))
-        .status()
-        .unwrap();
-    assert!(status.success(), "maketrace failed");
-    std::fs::rename(path.with_extension("partial"), &path).unwrap();
-    path
-}
-
 /// The run's wall and CPU time and peak memory, and its stdout.
 fn run(files: &[PathBuf], workers: Workers) -> (Measured, Vec<u8>) {
     let nest = |extra: &[String]| {
@@ -124,7 +103,7 @@ fn run(files: &[PathBuf], workers: Workers) -> (Measured, Vec<u8>) {
     match workers {
         Workers::Threads(n) => {
             let child = nest(&["--workers".into(), n.to_string()]).spawn().unwrap();
-            let (output, usage) = finish(child);
+            let (output, usage) = finished(child);
             let wall = start.elapsed().as_secs_f64();
             (usage.measured(wall), output)
         }
@@ -153,12 +132,12 @@ fn run(files: &[PathBuf], workers: Workers) -> (Measured, Vec<u8>) {
             };
             let second = nest(&flags(1)).spawn().unwrap();
             let first = nest(&flags(0)).spawn().unwrap();
-            let (output, usage) = finish(first);
+            let (output, usage) = finished(first);
             let wall = start.elapsed().as_secs_f64();
-            let (_, other) = finish(second);
+            let (_, other) = finished(second);
             let mut measured = usage.measured(wall);
             measured.cpu += other.cpu();
-            measured.peak += other.ru_maxrss as u64 * 1024;
+            measured.peak += peak_bytes(&other);
             (measured, output)
         }
     }
@@ -179,29 +158,7 @@ impl Usage for libc::rusage {
         Measured {
             wall,
             cpu: self.cpu(),
-            // Linux gives ru_maxrss in kilobytes.
-            peak: self.ru_maxrss as u64 * 1024,
+            peak: peak_bytes(self),
         }
     }
-}
-
-/// The child's stdout, read to its end, and its resource use once it exited.
-fn finish(mut child: Child) -> (Vec<u8>, libc::rusage) {
-    let mut output = Vec::new();
-    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut output).unwrap();
-    let mut status = 0;
-    // SAFETY: rusage is plain data that wait4 fills; the pid is our own child's, and
-    // std never waits for it after this.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
-        assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
-        usage
-    };
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "blackbox failed"
-    );
-    std::mem::forget(child);
-    (output, usage)
 }

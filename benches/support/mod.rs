@@ -1,3 +1,5 @@
-//! Shared by the benchmarks: the synthetic trace generator and the counting allocator.
+//! Shared by the benchmarks: the synthetic trace generator, the counting allocator, and
+//! runs of the built binary.
 pub mod counting;
 pub mod multitier;
+pub mod runs;

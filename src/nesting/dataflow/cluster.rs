@@ -111,34 +111,42 @@ static LOST: Mutex<Option<String>> = Mutex::new(None);
 /// Names the process in [`lost`] and keeps those panics' messages off stderr: the
 /// error names it once.
 pub(super) fn name_lost_processes(addresses: &[String]) {
-    let addresses = addresses.to_vec();
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let thread = std::thread::current();
-        let name = thread.name().unwrap_or("");
-        let link = (name.strip_prefix("timely:recv-"))
-            .or_else(|| name.strip_prefix("timely:send-"))
-            .and_then(|index| index.parse::<usize>().ok());
-        let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(index) = link {
-            if lost.is_none() {
-                let address = addresses.get(index).map_or("?", String::as_str);
-                let why = (info.payload().downcast_ref::<String>().cloned())
-                    .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                *lost = Some(format!("process {index} ({address}) was lost: {why}"));
+    *ADDRESSES.lock().unwrap_or_else(|e| e.into_inner()) = addresses.to_vec();
+    // Once per process: a hook installed per cluster would wrap the one before it.
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current();
+            let name = thread.name().unwrap_or("");
+            let link = (name.strip_prefix("timely:recv-"))
+                .or_else(|| name.strip_prefix("timely:send-"))
+                .and_then(|index| index.parse::<usize>().ok());
+            let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(index) = link {
+                if lost.is_none() {
+                    let addresses = ADDRESSES.lock().unwrap_or_else(|e| e.into_inner());
+                    let address = addresses.get(index).map_or("?", String::as_str);
+                    let why = (info.payload().downcast_ref::<String>().cloned())
+                        .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    *lost = Some(format!("process {index} ({address}) was lost: {why}"));
+                }
+                return;
             }
-            return;
-        }
-        if lost.is_some() {
-            // What follows a lost process (workers waiting on it, its links joined)
-            // says nothing more than the error will.
-            return;
-        }
-        drop(lost);
-        previous(info);
-    }));
+            if lost.is_some() {
+                // What follows a lost process (workers waiting on it, its links joined)
+                // says nothing more than the error will.
+                return;
+            }
+            drop(lost);
+            previous(info);
+        }));
+    });
 }
+
+/// The addresses of the cluster started last, for naming a lost process.
+static ADDRESSES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// The process lost, if one was.
 pub(super) fn lost() -> Option<String> {

@@ -10,9 +10,9 @@
 
 pub mod cluster;
 pub mod decode;
+pub mod ends;
 pub mod file;
 pub mod flows;
-pub mod lines;
 mod naming;
 pub mod own;
 pub mod protocol;

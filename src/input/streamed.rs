@@ -2,8 +2,8 @@
 //! over the files decides each host's own addresses, gathers a sample of the TCP
 //! segments both ends saw, and keeps every message on disk ([`crate::capture::spill`]),
 //! none in memory; the clocks are aligned on the sample. Then each capture's messages
-//! are replayed from disk and written as text lines in the reference clock
-//! ([`crate::capture::lines`]), on a thread per capture, and the streaming nesting
+//! are replayed from disk as typed message ends in the reference clock
+//! ([`crate::capture::ends`]), on a thread per capture, and the streaming nesting
 //! merges them by time as it reads them. Captures that turn out to hold no more than a
 //! segment take their messages back and are nested whole. Owns the pass, the replay
 //! and when captures stream; not the lines, the file's format nor the segments.
@@ -12,13 +12,13 @@ use super::source::Source;
 use super::InputOptions;
 use super::{add_captures, empty_input, finish, read_captures, report_captures, Input, InputError};
 use crate::capture::spill::Spilled;
-use crate::capture::{self, lines::LineWriter, MessageBatch};
+use crate::capture::{self, ends::EndWriter, MessageBatch};
 use crate::nesting::NestOptions;
 use crate::progress::Progress;
-use crate::streaming::{self, Outcome, StreamOptions, TextInput};
+use crate::streaming::{self, EndsInput, Outcome, StreamOptions};
+use crate::trace::ends::EndBlock;
 use crate::trace::{Nanos, Trace, TraceBuilder};
-use std::io::Read;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::sync_channel;
 
 /// Capture bytes per line of a segment above which captures stream: a capture set
 /// larger than this many bytes per `--segment-lines` line (8 GB at the default) is
@@ -63,7 +63,7 @@ pub fn streamed_as_read(input: &Input, options: &InputOptions, stream: StreamOpt
 
 fn streams_by_size(bytes: u64, options: &InputOptions, stream: StreamOptions) -> bool {
     stream.segment_lines > 0
-        && LineWriter::names_nodes(options.capture.node_by)
+        && EndWriter::names_nodes(options.capture.node_by)
         && options.repair.is_none()
         && bytes > stream.segment_lines as u64 * BYTES_PER_LINE
 }
@@ -122,18 +122,21 @@ pub fn nest_captures(
         let mut inputs = Vec::new();
         let mut writers = Vec::new();
         for ((host, clock), spilled) in read.iter().zip(&clocks).zip(spilled) {
-            // A few blocks of lines per capture in flight: the merge reads them in time
+            // A few blocks of ends per capture in flight: the merge reads them in time
             // order, so memory stays bounded whichever capture is ahead.
-            let (send, receive) = sync_channel::<Vec<u8>>(4);
+            let (send, receive) = sync_channel::<EndBlock>(4);
             let (names, truth, progress) = (&names, &options.capture.truth, &progress);
             writers.push(scope.spawn(move || -> Result<u64, InputError> {
-                let mut writer = LineWriter::new(host, names, truth, clock.as_ref());
-                let mut block = Vec::with_capacity(BLOCK);
+                let mut writer = EndWriter::new(host, names, truth, clock.as_ref());
+                let mut block = EndBlock::with_capacity(BLOCK);
                 let mut sink = |batch: &MessageBatch<'_>| {
                     writer.write(batch, &mut block);
                     if block.len() >= BLOCK {
                         // A closed merge has stopped listening: the rest is not needed.
-                        let _ = send.send(std::mem::replace(&mut block, Vec::with_capacity(BLOCK)));
+                        let _ = send.send(std::mem::replace(
+                            &mut block,
+                            EndBlock::with_capacity(BLOCK),
+                        ));
                     }
                 };
                 spilled
@@ -142,12 +145,12 @@ pub fn nest_captures(
                 let _ = send.send(block);
                 Ok(writer.passed_through)
             }));
-            inputs.push(TextInput {
+            inputs.push(EndsInput {
                 path: host.path.clone(),
-                reader: Box::new(std::io::BufReader::new(Blocks::new(receive))),
+                blocks: receive,
             });
         }
-        let outcome = streaming::nest_text(inputs, nest, stream, None);
+        let outcome = streaming::nest_typed(inputs, nest, stream);
         for writer in writers {
             passed_through += writer
                 .join()
@@ -173,38 +176,5 @@ pub fn nest_captures(
     Ok((input, outcome))
 }
 
-/// Bytes of lines a capture's writer hands on at a time.
-const BLOCK: usize = 1 << 20;
-
-/// The blocks of lines a capture's writer sends, read as one stream.
-struct Blocks {
-    receive: Receiver<Vec<u8>>,
-    block: Vec<u8>,
-    at: usize,
-}
-
-impl Blocks {
-    fn new(receive: Receiver<Vec<u8>>) -> Self {
-        Blocks {
-            receive,
-            block: Vec::new(),
-            at: 0,
-        }
-    }
-}
-
-impl Read for Blocks {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.block.len() {
-            match self.receive.recv() {
-                Ok(block) => (self.block, self.at) = (block, 0),
-                // The writer finished (or failed: its error is told when it is joined).
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.block.len() - self.at);
-        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
-    }
-}
+/// Ends a capture's writer hands on at a time.
+const BLOCK: usize = 1 << 14;

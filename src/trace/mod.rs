@@ -3,6 +3,7 @@
 //! into messages. Owns node/call-id interning and the merging of the two ends of one
 //! message; knows nothing of call pairs, causality or clocks.
 
+pub mod ends;
 mod interner;
 pub mod mbox;
 pub mod text;

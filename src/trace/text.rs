@@ -358,22 +358,63 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
 
 /// The line of message `i`'s `end` at time `t`, onto `text`.
 fn push_message_line(trace: &Trace, t: i64, i: usize, end: End, text: &mut String) {
+    push_line(text, &message_fields(trace, t, i, end));
+}
+
+/// What the line of message `i`'s `end` at time `t` says.
+pub(crate) fn message_fields(trace: &Trace, t: i64, i: usize, end: End) -> LineFields<'_> {
     let m = &trace.messages[i];
-    push_line(
-        text,
-        &LineFields {
-            time: t,
-            kind: m.kind(),
-            end,
-            sender: trace.node_name(m.sender()),
-            receiver: trace.node_name(m.receiver()),
-            call_id: trace.call_id_text(m.call_id()),
-            truth: trace.truth_text(m.truth()),
-            operation: trace.operation_name(trace.operation(m.call_id())),
-            propagated: trace.propagated_text(trace.propagated(m.call_id())),
-            status: trace.status(m.call_id()),
-        },
-    );
+    LineFields {
+        time: t,
+        kind: m.kind(),
+        end,
+        sender: trace.node_name(m.sender()),
+        receiver: trace.node_name(m.receiver()),
+        call_id: trace.call_id_text(m.call_id()),
+        truth: trace.truth_text(m.truth()),
+        operation: trace.operation_name(trace.operation(m.call_id())),
+        propagated: trace.propagated_text(trace.propagated(m.call_id())),
+        status: trace.status(m.call_id()),
+    }
+}
+
+/// Adds to `builder` what reading back the line [`push_line`] writes for `fields` adds
+/// ([`parse_line`]): the same names, ids and facts, interned in the same order, with no
+/// text between (a trace held in memory nested in segments: `crate::streaming`).
+pub(crate) fn push_as_line(fields: &LineFields<'_>, builder: &mut TraceBuilder) {
+    let sender = builder.node(fields.sender);
+    let receiver = builder.node(fields.receiver);
+    let call_id = builder.call_id(fields.call_id);
+    // An empty truth is no field on the line.
+    let truth = match fields.truth.filter(|truth| !truth.is_empty()) {
+        Some(truth) => builder.truth(truth),
+        None => Truth::NONE,
+    };
+    match fields.kind {
+        Kind::Call => {
+            if let Some(name) = fields.operation {
+                match name.contains(char::is_whitespace) {
+                    true => builder.operation(call_id, &name.replace(char::is_whitespace, "_")),
+                    false => builder.operation(call_id, name),
+                }
+            }
+            if let Some(id) = fields.propagated.filter(|id| !id.is_empty()) {
+                let id = builder.propagated_id(id);
+                builder.set_propagated(call_id, id);
+            }
+        }
+        Kind::Return if fields.status != Status::Unknown => builder.status(call_id, fields.status),
+        Kind::Return | Kind::Free => {}
+    }
+    builder.push(Message::observed(
+        fields.end,
+        fields.time,
+        fields.kind,
+        sender,
+        receiver,
+        call_id,
+        truth,
+    ));
 }
 
 /// What one line of a text trace says.
@@ -648,5 +689,65 @@ mod tests {
         );
         assert_eq!(trace.call_ids.len(), 2);
         assert_eq!(trace.stats.blank_or_comment_lines, 1);
+    }
+
+    /// Adding a held trace's ends as lines would be read adds what writing the trace and
+    /// reading it back adds: the same messages, names, ids (in the same order) and facts.
+    #[test]
+    fn an_end_added_as_a_line_is_the_line_read_back() {
+        use crate::trace::CallId;
+        let mut builder = TraceBuilder::new();
+        read(
+            Path::new("t"),
+            &b"1.0 CALL_SENT web db c1 t1 op=GET_/a id=r1\n\
+               1.1 CALL_RECV web db c1 t1\n\
+               1.2 RET_SENT db web c1 t1 status=503\n\
+               1.3 RET_RECV db web c1\n\
+               1.4 MSG_SENT web log m1\n\
+               1.5 CALL_SENT web cache c2 op=get\n\
+               1.6 RET_RECV cache web c2 status=ok\n"[..],
+            &mut builder,
+        )
+        .unwrap();
+        let mut held = builder.finish();
+        // A name with a blank, which the text writes with `_`.
+        let c2 = CallId(held.call_ids.get("c2").unwrap());
+        let spaced = held.operations.intern("get many");
+        held.call_operations[c2.0 as usize] = super::super::OperationId(spaced);
+        let mut ends = Vec::new();
+        for (i, m) in held.messages.iter().enumerate() {
+            ends.extend(m.sent().map(|t| (t, i, End::Sent)));
+            ends.extend(m.received().map(|t| (t, i, End::Received)));
+        }
+        ends.sort_unstable();
+        let mut added = TraceBuilder::new();
+        for &(t, i, end) in &ends {
+            push_as_line(&message_fields(&held, t, i, end), &mut added);
+        }
+        let added = added.finish();
+        let mut text = Vec::new();
+        write(&held, &mut text).unwrap();
+        let read_back = trace_from_str(std::str::from_utf8(&text).unwrap());
+        let mut written = (Vec::new(), Vec::new());
+        write(&added, &mut written.0).unwrap();
+        write(&read_back, &mut written.1).unwrap();
+        assert_eq!(
+            String::from_utf8(written.0).unwrap(),
+            String::from_utf8(written.1).unwrap()
+        );
+        for (a, b) in [
+            (&added.call_ids, &read_back.call_ids),
+            (&added.nodes, &read_back.nodes),
+        ] {
+            let names = |i: &crate::trace::Interner| {
+                (0..i.len() as u32)
+                    .map(|k| i.resolve(k).to_owned())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(names(a), names(b));
+        }
+        assert_eq!(added.messages, read_back.messages);
+        let c2 = CallId(added.call_ids.get("c2").unwrap());
+        assert_eq!(added.operation_name(added.operation(c2)), Some("get_many"));
     }
 }

@@ -1,33 +1,33 @@
-//! A capture's message ends written as text trace lines, batch by batch, for nesting
+//! A capture's message ends as typed ends ([`EndBlock`]), batch by batch, for nesting
 //! captures too long to hold ([`crate::streaming`]): the same node names, ends, call
 //! ids, operations, statuses and request ids [`super::add_to_trace`] gives the
-//! builder, in the reference clock. Owns only the writing; naming and the end rule are
-//! the capture module's.
+//! builder, in the reference clock, as a text trace's lines would say them. Owns only
+//! the writing; naming and the end rule are the capture module's.
 
 use super::naming::{host_of, Namer};
 use super::{HostCapture, MessageBatch, NodeBy};
-use crate::trace::text::{self, LineFields};
+use crate::trace::ends::EndBlock;
+use crate::trace::text::LineFields;
 use crate::trace::Nanos;
 use hashbrown::HashMap;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-/// Writes one capture's messages as lines; `clock` turns its times into the reference
-/// clock.
-pub struct LineWriter<'a> {
+/// Writes one capture's messages as typed ends; `clock` turns its times into the
+/// reference clock.
+pub struct EndWriter<'a> {
     names: &'a BTreeMap<IpAddr, String>,
     namer: Namer<'a>,
     truth: &'a BTreeMap<String, String>,
     clock: &'a (dyn Fn(Nanos) -> Nanos + Sync),
     hosts: HashMap<IpAddr, String>,
     call_id: String,
-    line: String,
     /// Messages left out: the capture saw them pass between two hosts whose own
     /// captures hold them ([`HostCapture::passed`]).
     pub passed_through: u64,
 }
 
-impl<'a> LineWriter<'a> {
+impl<'a> EndWriter<'a> {
     /// A writer for `capture` (read once already, so that its own addresses are
     /// known), naming hosts by `names` ([`super::node_names`] of every capture). Only
     /// `--node-by host` streams: naming services needs every capture's servers first.
@@ -37,25 +37,24 @@ impl<'a> LineWriter<'a> {
         truth: &'a BTreeMap<String, String>,
         clock: &'a (dyn Fn(Nanos) -> Nanos + Sync),
     ) -> Self {
-        LineWriter {
+        EndWriter {
             names,
             namer: Namer::new(capture),
             truth,
             clock,
             hosts: HashMap::new(),
             call_id: String::new(),
-            line: String::new(),
             passed_through: 0,
         }
     }
 
-    /// Whether captures read with `node_by` can be written as lines.
+    /// Whether captures read with `node_by` can be written as ends without the others.
     pub fn names_nodes(node_by: NodeBy) -> bool {
         matches!(node_by, NodeBy::Host | NodeBy::Pod)
     }
 
-    /// Appends a line per message of `batch` to `out`.
-    pub fn write(&mut self, batch: &MessageBatch<'_>, out: &mut Vec<u8>) {
+    /// Appends an end per message of `batch` to `out`.
+    pub fn write(&mut self, batch: &MessageBatch<'_>, out: &mut EndBlock) {
         self.namer.more_endpoints(batch.endpoints);
         for message in batch.messages {
             self.call_id.clear();
@@ -71,29 +70,24 @@ impl<'a> LineWriter<'a> {
             }
             let framed = &message.framed;
             let (sender, receiver) = (&self.hosts[&named.from.ip()], &self.hosts[&named.to.ip()]);
-            self.line.clear();
-            text::push_line(
-                &mut self.line,
-                &LineFields {
-                    time: (self.clock)(framed.first),
-                    kind: framed.kind,
-                    end: named.end,
-                    sender,
-                    receiver,
-                    call_id: &self.call_id,
-                    truth: self.truth.get(&self.call_id).map(String::as_str),
-                    operation: batch
-                        .operations
-                        .get(framed.operation.0 as usize)
-                        .map(String::as_str),
-                    propagated: batch
-                        .propagated
-                        .get(framed.propagated.0 as usize)
-                        .map(String::as_str),
-                    status: framed.status,
-                },
-            );
-            out.extend_from_slice(self.line.as_bytes());
+            out.push(&LineFields {
+                time: (self.clock)(framed.first),
+                kind: framed.kind,
+                end: named.end,
+                sender,
+                receiver,
+                call_id: &self.call_id,
+                truth: self.truth.get(&self.call_id).map(String::as_str),
+                operation: batch
+                    .operations
+                    .get(framed.operation.0 as usize)
+                    .map(String::as_str),
+                propagated: batch
+                    .propagated
+                    .get(framed.propagated.0 as usize)
+                    .map(String::as_str),
+                status: framed.status,
+            });
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Nesting a text trace longer than one segment in bounded memory: the files are read
-//! in time order (merged line by line as they are read) into chunks of about
-//! [`StreamOptions::segment_lines`] lines, and each segment, one chunk's time range
+//! Nesting a trace longer than one segment in bounded memory: its message ends are read
+//! in time order (text files merged line by line as they are read, captures' typed
+//! ends merged block by block, or a trace held in memory for `eval`) into chunks of
+//! about [`StreamOptions::segment_lines`] ends, and each segment, one chunk's time range
 //! (its core) with a margin on either side from its neighbours, is nested on its own
 //! ([`crate::nesting::nest_core`]): the core's calls get their parents, the core's
 //! requests their patterns, and the patterns are merged by signature as the segments
@@ -16,17 +17,30 @@
 //! the joint choice's starts each node kept, so that later segments settle that one
 //! alone instead of comparing three.
 //!
+//! A segment's trace is built from its ends as reading their text lines would build
+//! it, whichever source they come from, so that the same trace nests the same from a
+//! file, from captures and from memory; only a text file is ever parsed.
+//!
 //! Owns the chunks, the margin and the merging of segments' patterns and counts; not
-//! the line syntax ([`crate::trace::text`]) nor the nesting itself.
+//! the line syntax ([`crate::trace::text`]), the ends' sources (its rooms `lines`,
+//! `typed`, `held`) nor the nesting itself.
 
 use crate::nesting::patterns::EXACT_SAMPLES;
 use crate::nesting::{self, NestError, NestOptions, NestStats, Nesting, Pattern};
-use crate::trace::text::{self, TraceError};
+use crate::trace::text::TraceError;
 use crate::trace::Interner;
-use crate::trace::{time, InputStats, Nanos, NodeId, OperationId, Trace, TraceBuilder};
+use crate::trace::{InputStats, Nanos, NodeId, OperationId, Trace, TraceBuilder};
 use hashbrown::HashMap;
+use held::HeldEnds;
+use lines::MergedLines;
 use std::io::BufRead;
 use std::path::PathBuf;
+pub use typed::EndsInput;
+use typed::MergedEnds;
+
+mod held;
+mod lines;
+mod typed;
 
 /// How a long trace is cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,14 +123,117 @@ pub fn nest_text(
     inputs: Vec<TextInput>,
     options: &NestOptions,
     stream: StreamOptions,
-    mut hook: Option<&mut SegmentHook<'_>>,
+    hook: Option<&mut SegmentHook<'_>>,
 ) -> Result<Outcome, StreamError> {
-    let mut lines = MergedLines::new(inputs)?;
-    let first = lines.chunk(stream.segment_lines, 0, None)?;
-    if lines.exhausted() {
-        return Ok(Outcome::Whole(whole_trace(&lines, first)?));
+    match nest_ends(MergedLines::new(inputs)?, options, stream, hook)? {
+        Cutting::Whole(lines, chunk) => Ok(Outcome::Whole(whole_trace(&lines, chunk)?)),
+        Cutting::Streamed(streamed) => Ok(Outcome::Streamed(streamed)),
     }
-    let margin = margin(&lines, &first, options)?;
+}
+
+/// Nests typed ends arriving in blocks, one stream per input (captures' messages), as
+/// [`nest_text`] nests the lines of files: whole if they fit one chunk.
+pub fn nest_typed(
+    inputs: Vec<EndsInput>,
+    options: &NestOptions,
+    stream: StreamOptions,
+) -> Result<Outcome, StreamError> {
+    match nest_ends(MergedEnds::new(inputs), options, stream, None)? {
+        Cutting::Whole(ends, chunk) => Ok(Outcome::Whole(whole_trace(&ends, chunk)?)),
+        Cutting::Streamed(streamed) => Ok(Outcome::Streamed(streamed)),
+    }
+}
+
+/// Message ends in time order, from one kind of input: what chunks are read from and
+/// segments built of: text files merged as they are read ([`lines::MergedLines`]), a
+/// trace held in memory ([`held::HeldEnds`]), typed ends in blocks ([`typed::MergedEnds`]).
+trait Ends: Send {
+    /// What a chunk keeps of its ends.
+    type Kept: Kept;
+    /// The time of the next end; `None` once every end is read.
+    fn next_time(&self) -> Option<Nanos>;
+    /// Moves the next end into `into` (past it, when `None`), and reads on.
+    fn take(&mut self, into: Option<&mut Self::Kept>) -> Result<(), TraceError>;
+    /// Adds end `k` of `kept` to a segment's builder, as reading its line would.
+    fn build(
+        &self,
+        kept: &Self::Kept,
+        k: usize,
+        builder: &mut TraceBuilder,
+    ) -> Result<(), TraceError>;
+    /// Adds what reading counted (files, lines, blank lines) to `input`.
+    fn count(&self, input: &mut InputStats);
+}
+
+/// The ends a chunk keeps, in the order read.
+trait Kept: Default + Send {
+    /// How many.
+    fn len(&self) -> usize;
+    /// End `k`'s time.
+    fn time(&self, k: usize) -> Nanos;
+    /// Adds `other`'s ends after these.
+    fn append(&mut self, other: Self);
+    /// Drops the ends earlier than `time`.
+    fn keep_from(&mut self, time: Nanos);
+}
+
+/// Ends read in a row.
+struct Chunk<K> {
+    kept: K,
+    /// The time of its first end: where its core starts (none for an empty chunk).
+    from: Option<Nanos>,
+}
+
+impl<K: Kept> Default for Chunk<K> {
+    fn default() -> Self {
+        Chunk {
+            kept: K::default(),
+            from: None,
+        }
+    }
+}
+
+impl<K: Kept> Chunk<K> {
+    fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    fn append(&mut self, other: Chunk<K>) {
+        self.kept.append(other.kept);
+        self.from = match (self.from, other.from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    fn keep_from(&mut self, time: Nanos) {
+        self.kept.keep_from(time);
+        self.from = (0..self.kept.len()).map(|k| self.kept.time(k)).min();
+    }
+}
+
+/// What [`nest_ends`] made of its ends.
+#[allow(clippy::large_enum_variant)]
+enum Cutting<S: Ends> {
+    /// They fit one chunk: the ends, and the chunk that holds them all.
+    Whole(S, Chunk<S::Kept>),
+    /// They were nested in segments.
+    Streamed(Streamed),
+}
+
+/// Reads `ends` and nests them in segments, unless they fit one chunk.
+fn nest_ends<S: Ends>(
+    mut ends: S,
+    options: &NestOptions,
+    stream: StreamOptions,
+    mut hook: Option<&mut SegmentHook<'_>>,
+) -> Result<Cutting<S>, StreamError> {
+    let mut late = 0;
+    let first = read_chunk(&mut ends, &mut late, stream.segment_lines, 0, None)?;
+    if ends.next_time().is_none() {
+        return Ok(Cutting::Whole(ends, first));
+    }
+    let margin = margin(&ends, &first, options)?;
     let mut merged = Merged::default();
     // What the segments nested so far learned, which the next one starts from.
     let mut learned = nesting::Learned::default();
@@ -126,11 +243,12 @@ pub fn nest_text(
         largest_segment_lines: 0,
         late_lines: 0,
     };
-    // The next segment is read and parsed on a thread of its own while this one is
+    // The next segment is read and built on a thread of its own while this one is
     // nested; the rendezvous bounds what is held to two segments.
     let (send, segments) = std::sync::mpsc::sync_channel(0);
     let read = std::thread::scope(|scope| -> Result<Read, StreamError> {
-        let reader = scope.spawn(move || read_segments(lines, first, (stream, margin), send));
+        let reader =
+            scope.spawn(move || read_segments((ends, late), first, (stream, margin), send));
         for segment in segments {
             let segment = segment?;
             cut.segments += 1;
@@ -172,7 +290,7 @@ pub fn nest_text(
         }
         .into());
     }
-    Ok(Outcome::Streamed(streamed))
+    Ok(Cutting::Streamed(streamed))
 }
 
 /// What reading counted, once every segment was read.
@@ -183,25 +301,32 @@ struct Read {
 
 /// Reads the chunks after the first and builds each segment's trace from the chunk of
 /// its core and its neighbours, handing them to `send` in time order; stops at the end
-/// of the input, at an error (sent on), or when the receiver stops listening.
-fn read_segments(
-    mut lines: MergedLines,
-    first: Chunk,
+/// of the input, at an error (sent on), or when the receiver stops listening. `late`
+/// counts the ends set aside so far.
+fn read_segments<S: Ends>(
+    (mut ends, mut late): (S, u64),
+    first: Chunk<S::Kept>,
     (stream, margin): (StreamOptions, Nanos),
     send: std::sync::mpsc::SyncSender<Result<Segment, TraceError>>,
 ) -> Read {
     let mut input = InputStats::default();
     // chunks[1] is the segment's core; chunks[0] and chunks[2] lend it their margins.
-    let mut chunks: Vec<Chunk> = vec![Chunk::default(), first];
+    let mut chunks: Vec<Chunk<S::Kept>> = vec![Chunk::default(), first];
     let mut core_from = Nanos::MIN;
     loop {
-        let next = match lines.exhausted() {
-            true => Ok(Chunk::default()),
-            false => lines.chunk(stream.segment_lines, margin, Some(core_from)),
+        let next = match ends.next_time() {
+            None => Ok(Chunk::default()),
+            Some(_) => read_chunk(
+                &mut ends,
+                &mut late,
+                stream.segment_lines,
+                margin,
+                Some(core_from),
+            ),
         };
         let segment = next.and_then(|next| {
             // A short last chunk joins this core rather than learn alone from little.
-            let next = if lines.exhausted() && next.lines.len() < stream.segment_lines / 2 {
+            let next = if ends.next_time().is_none() && next.len() < stream.segment_lines / 2 {
                 chunks[1].append(next);
                 Chunk::default()
             } else {
@@ -209,7 +334,7 @@ fn read_segments(
             };
             let core_to = next.from.unwrap_or(Nanos::MAX);
             chunks.push(next);
-            segment_trace(&lines, &chunks, (core_from, core_to), margin, &mut input)
+            segment_trace(&ends, &chunks, (core_from, core_to), margin, &mut input)
         });
         let last = segment.as_ref().map_or(true, |s| s.core.1 == Nanos::MAX);
         let core_to = segment.as_ref().map_or(Nanos::MAX, |s| s.core.1);
@@ -221,245 +346,63 @@ fn read_segments(
         chunks[0].keep_from(core_to.saturating_sub(margin));
         core_from = core_to;
     }
-    input.files = lines.files.len() as u64;
-    input.lines = lines.read;
-    input.blank_or_comment_lines = lines.blank;
-    Read {
-        input,
-        late: lines.late,
-    }
+    ends.count(&mut input);
+    Read { input, late }
 }
 
-/// One line as read: where its bytes are in its chunk, its time, and where it came from.
-#[derive(Debug, Clone, Copy)]
-struct LineAt {
-    start: usize,
-    time: Nanos,
-    file: u32,
-    number: u64,
-}
-
-/// Lines read in a row, their bytes back to back.
-#[derive(Default)]
-struct Chunk {
-    text: Vec<u8>,
-    lines: Vec<LineAt>,
-    /// The time of its first line: where its core starts (none for an empty chunk).
-    from: Option<Nanos>,
-}
-
-impl Chunk {
-    fn append(&mut self, other: Chunk) {
-        let shift = self.text.len();
-        self.text.extend_from_slice(&other.text);
-        self.lines.extend(other.lines.iter().map(|line| LineAt {
-            start: line.start + shift,
-            ..*line
-        }));
-        self.from = match (self.from, other.from) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
-
-    /// Drops the lines earlier than `time`.
-    fn keep_from(&mut self, time: Nanos) {
-        let kept: Vec<usize> = (0..self.lines.len())
-            .filter(|&k| self.lines[k].time >= time)
-            .collect();
-        let mut text = Vec::new();
-        let mut lines = Vec::with_capacity(kept.len());
-        for k in kept {
-            lines.push(LineAt {
-                start: text.len(),
-                ..self.lines[k]
-            });
-            text.extend_from_slice(self.line(k));
+/// Reads the next chunk: at least `lines` ends spanning at least `span`, ending where
+/// the time changes. Ends earlier than `nested` (a core already nested) are set aside
+/// and counted in `late`.
+fn read_chunk<S: Ends>(
+    ends: &mut S,
+    late: &mut u64,
+    lines: usize,
+    span: Nanos,
+    nested: Option<Nanos>,
+) -> Result<Chunk<S::Kept>, TraceError> {
+    let mut chunk = Chunk::<S::Kept>::default();
+    while let Some(time) = ends.next_time() {
+        if let (Some(from), false) = (chunk.from, chunk.kept.len() == 0) {
+            let last = chunk.kept.time(chunk.kept.len() - 1);
+            if chunk.kept.len() >= lines && time > last && time - from >= span {
+                break;
+            }
         }
-        self.from = lines.iter().map(|line| line.time).min();
-        (self.text, self.lines) = (text, lines);
-    }
-
-    fn line(&self, k: usize) -> &[u8] {
-        let end = self
-            .lines
-            .get(k + 1)
-            .map_or(self.text.len(), |next| next.start);
-        &self.text[self.lines[k].start..end]
-    }
-}
-
-/// One file's next line.
-struct Reader {
-    input: TextInput,
-    number: u64,
-    next: Option<(Nanos, Vec<u8>)>,
-}
-
-/// The lines of every input, merged by time as they are read.
-struct MergedLines {
-    files: Vec<Reader>,
-    read: u64,
-    blank: u64,
-    late: u64,
-}
-
-impl MergedLines {
-    fn new(inputs: Vec<TextInput>) -> Result<Self, TraceError> {
-        let mut merged = MergedLines {
-            files: inputs
-                .into_iter()
-                .map(|input| Reader {
-                    input,
-                    number: 0,
-                    next: None,
-                })
-                .collect(),
-            read: 0,
-            blank: 0,
-            late: 0,
-        };
-        for file in 0..merged.files.len() {
-            merged.advance(file)?;
-        }
-        Ok(merged)
-    }
-
-    fn exhausted(&self) -> bool {
-        self.files.iter().all(|f| f.next.is_none())
-    }
-
-    /// Reads file `file`'s next event line (counting blank and comment lines).
-    fn advance(&mut self, file: usize) -> Result<(), TraceError> {
-        let reader = &mut self.files[file];
-        let mut buf = match reader.next.take() {
-            Some((_, mut buf)) => {
-                buf.clear();
-                buf
-            }
-            None => Vec::with_capacity(128),
-        };
-        loop {
-            let n = reader
-                .input
-                .reader
-                .read_until(b'\n', &mut buf)
-                .map_err(|source| TraceError::Io {
-                    path: reader.input.path.clone(),
-                    source,
-                })?;
-            if n == 0 {
-                return Ok(());
-            }
-            reader.number += 1;
-            self.read += 1;
-            let first = buf
-                .split(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-                .find(|f| !f.is_empty());
-            match first {
-                None => {}
-                Some(field) if field[0] == b'#' => {}
-                Some(field) => {
-                    let time =
-                        time::parse_seconds(field).map_err(|reason| TraceError::BadLine {
-                            path: reader.input.path.clone(),
-                            line: reader.number,
-                            text: text::shorten(&buf),
-                            problem: text::LineProblem::BadTimestamp {
-                                text: String::from_utf8_lossy(field).into_owned(),
-                                reason,
-                            },
-                        })?;
-                    reader.next = Some((time, buf));
-                    return Ok(());
-                }
-            }
-            self.blank += 1;
-            buf.clear();
+        if nested.is_some_and(|nested| time < nested) {
+            *late += 1;
+            ends.take(None)?;
+        } else {
+            ends.take(Some(&mut chunk.kept))?;
+            chunk.from = Some(chunk.from.map_or(time, |from| from.min(time)));
         }
     }
-
-    /// The file whose next line is earliest (ties to the first named).
-    fn earliest(&self) -> Option<usize> {
-        (0..self.files.len())
-            .filter(|&f| self.files[f].next.is_some())
-            .min_by_key(|&f| (self.files[f].next.as_ref().map(|n| n.0), f))
-    }
-
-    /// Reads the next chunk: at least `lines` lines spanning at least `span`, ending
-    /// where the time changes. Lines earlier than `nested` (a core already nested) are
-    /// set aside and counted.
-    fn chunk(
-        &mut self,
-        lines: usize,
-        span: Nanos,
-        nested: Option<Nanos>,
-    ) -> Result<Chunk, TraceError> {
-        let mut chunk = Chunk::default();
-        while let Some(file) = self.earliest() {
-            let time = self.files[file].next.as_ref().map_or(0, |n| n.0);
-            if let (Some(&last), Some(from)) = (chunk.lines.last(), chunk.from) {
-                if chunk.lines.len() >= lines && time > last.time && time - from >= span {
-                    break;
-                }
-            }
-            if nested.is_some_and(|nested| time < nested) {
-                self.late += 1;
-            } else {
-                let (_, bytes) = self.files[file].next.as_ref().expect("a next line");
-                chunk.lines.push(LineAt {
-                    start: chunk.text.len(),
-                    time,
-                    file: file as u32,
-                    number: self.files[file].number,
-                });
-                chunk.text.extend_from_slice(bytes);
-                if !bytes.ends_with(b"\n") {
-                    chunk.text.push(b'\n');
-                }
-                chunk.from = Some(chunk.from.map_or(time, |from| from.min(time)));
-            }
-            self.advance(file)?;
-        }
-        Ok(chunk)
-    }
-
-    /// Parses line `k` of `chunk` into `builder`.
-    fn parse(&self, chunk: &Chunk, k: usize, builder: &mut TraceBuilder) -> Result<(), TraceError> {
-        let line = chunk.lines[k];
-        text::parse_line(chunk.line(k), builder).map_err(|problem| TraceError::BadLine {
-            path: self.files[line.file as usize].input.path.clone(),
-            line: line.number,
-            text: text::shorten(chunk.line(k)),
-            problem,
-        })?;
-        Ok(())
-    }
+    Ok(chunk)
 }
 
 /// The whole trace of an input that fit one chunk, counted as the reader counts. The
-/// chunk's text goes before the trace is finished, whose sorting and shrinking were
+/// chunk's lines go before the trace is finished, whose sorting and shrinking were
 /// the peak of a trace read whole with the text still held.
-fn whole_trace(lines: &MergedLines, chunk: Chunk) -> Result<Trace, TraceError> {
+fn whole_trace<S: Ends>(ends: &S, chunk: Chunk<S::Kept>) -> Result<Trace, TraceError> {
     let mut builder = TraceBuilder::new();
-    builder.reserve(chunk.lines.len());
-    for k in 0..chunk.lines.len() {
-        lines.parse(&chunk, k, &mut builder)?;
+    builder.reserve(chunk.len());
+    for k in 0..chunk.len() {
+        ends.build(&chunk.kept, k, &mut builder)?;
     }
     drop(chunk);
-    let stats = builder.stats_mut();
-    stats.files = lines.files.len() as u64;
-    stats.lines = lines.read;
-    stats.blank_or_comment_lines = lines.blank;
+    ends.count(builder.stats_mut());
     Ok(builder.finish())
 }
 
 /// The margin on either side of a core: twice the longest call of the first chunk,
 /// plus the windows that let a parent reach further.
-fn margin(lines: &MergedLines, first: &Chunk, options: &NestOptions) -> Result<Nanos, TraceError> {
+fn margin<S: Ends>(
+    ends: &S,
+    first: &Chunk<S::Kept>,
+    options: &NestOptions,
+) -> Result<Nanos, TraceError> {
     let mut builder = TraceBuilder::new();
-    for k in 0..first.lines.len() {
-        lines.parse(first, k, &mut builder)?;
+    for k in 0..first.len() {
+        ends.build(&first.kept, k, &mut builder)?;
     }
     let trace = builder.finish();
     let (pairs, _) = nesting::call_pairs::find_call_pairs(&trace);
@@ -479,11 +422,11 @@ struct Segment {
     lines: u64,
 }
 
-/// The trace of the lines of `chunks` within `margin` of `core`; what the core holds is
+/// The trace of the ends of `chunks` within `margin` of `core`; what the core holds is
 /// added to `input`.
-fn segment_trace(
-    lines: &MergedLines,
-    chunks: &[Chunk],
+fn segment_trace<S: Ends>(
+    ends: &S,
+    chunks: &[Chunk<S::Kept>],
     (from, to): (Nanos, Nanos),
     margin: Nanos,
     input: &mut InputStats,
@@ -492,15 +435,15 @@ fn segment_trace(
     let mut builder = TraceBuilder::new();
     let mut taken = 0u64;
     for chunk in chunks {
-        for k in 0..chunk.lines.len() {
-            let time = chunk.lines[k].time;
+        for k in 0..chunk.len() {
+            let time = chunk.kept.time(k);
             if time < low || time >= high {
                 continue;
             }
             taken += 1;
             let in_core = nesting::in_core((from, to), time);
             let ignored = builder.stats_mut().ignored_fields;
-            lines.parse(chunk, k, &mut builder)?;
+            ends.build(&chunk.kept, k, &mut builder)?;
             if in_core {
                 input.observations += 1;
                 input.ignored_fields += builder.stats_mut().ignored_fields - ignored;
@@ -668,18 +611,14 @@ fn merge_pattern(into: &mut Pattern, other: &Pattern) {
 /// For evaluation: nests a trace held in memory as `nest` would read it from a file,
 /// in segments of `stream`'s lines when it is longer, and gives each call the parent
 /// its core's segment chose, as indexes into the whole trace's call pairs, with the
-/// patterns those parents make. A trace of at most one segment is nested whole.
+/// patterns those parents make. A trace of at most one segment is nested whole. The
+/// segments are built from the held messages as reading the file's lines builds them
+/// ([`held::HeldEnds`]), without the file.
 pub fn nest_held(
     trace: &Trace,
     options: &NestOptions,
     stream: StreamOptions,
 ) -> Result<Nesting, StreamError> {
-    let mut text = Vec::new();
-    text::write(trace, &mut text).expect("writing to memory");
-    let input = TextInput {
-        path: PathBuf::from("trace"),
-        reader: Box::new(std::io::Cursor::new(text)),
-    };
     let (pairs, _) = nesting::call_pairs::find_call_pairs(trace);
     let index: HashMap<(u32, u32, u32, Nanos), u32> = pairs
         .iter()
@@ -695,14 +634,21 @@ pub fn nest_held(
     let mut confidence = vec![1.0f32; pairs.len()];
     let mut complete = vec![1.0f32; pairs.len()];
     let mut hook = |segment: &Trace, nested: &Nesting, core: (Nanos, Nanos)| {
+        // The segment's names and call ids as the whole trace's, each looked up once.
+        let nodes: Vec<Option<u32>> = (0..segment.nodes.len() as u32)
+            .map(|id| trace.nodes.get(segment.nodes.resolve(id)))
+            .collect();
+        let call_ids: Vec<Option<u32>> = (0..segment.call_ids.len() as u32)
+            .map(|id| trace.call_ids.get(segment.call_ids.resolve(id)))
+            .collect();
         let global = |i: u32| -> Option<u32> {
             let p = &nested.pairs[i as usize];
             let key = (
-                trace.nodes.get(segment.node_name(p.caller))?,
-                trace.nodes.get(segment.node_name(p.callee))?,
+                nodes[p.caller.0 as usize]?,
+                nodes[p.callee.0 as usize]?,
                 match p.call_id {
                     crate::trace::CallId::NONE => crate::trace::CallId::NONE.0,
-                    id => trace.call_ids.get(segment.call_id_text(id))?,
+                    id => call_ids[id.0 as usize]?,
                 },
                 p.caller_send,
             );
@@ -724,9 +670,9 @@ pub fn nest_held(
             complete[child as usize] = nested.complete.get(i).copied().unwrap_or(1.0);
         }
     };
-    match nest_text(vec![input], options, stream, Some(&mut hook))? {
-        Outcome::Whole(_) => Ok(nesting::nest(trace, options)?),
-        Outcome::Streamed(streamed) => {
+    match nest_ends(HeldEnds::new(trace), options, stream, Some(&mut hook))? {
+        Cutting::Whole(..) => Ok(nesting::nest(trace, options)?),
+        Cutting::Streamed(streamed) => {
             let mut stats = streamed.nesting.stats;
             stats.cycles_broken += nesting::parents::break_cycles(&mut parent);
             let patterns = nesting::patterns::find_patterns(

@@ -2,22 +2,26 @@
 //! this process, or on the threads of several processes (a cluster). Owns starting and
 //! stopping the workers, routing each node's input to one of them, and bringing the
 //! outcomes back in a fixed order, so that the answer never depends on how many
-//! workers there are or which finished first. What a node decides is
-//! [`super::node`]'s; gathering the inputs and applying the outcomes is [`super`]'s.
-//! timely is used here and nowhere else.
+//! workers there are or which finished first. Inputs are gathered only as outcomes come
+//! back (a few per worker in flight), so that their copies never hold the whole trace
+//! twice; a worker hands each to rayon's pool and goes on routing, so that no worker
+//! waits on a choice. What a node decides is [`super::node`]'s; gathering an input and
+//! applying the outcomes is [`super`]'s. timely is used here and nowhere else.
 
 mod cluster;
 
 use super::node::{decide, NodeInput, NodeOutcome};
 use super::NestOptions;
+use crate::trace::NodeId;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex};
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::operators::vec::Map;
-use timely::dataflow::operators::{Exchange, Inspect, Probe};
-use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::operator::Operator;
+use timely::dataflow::operators::{Exchange, Inspect};
+use timely::dataflow::InputHandle;
 
 /// Where the per-node choices run.
 #[derive(Clone, Copy)]
@@ -85,30 +89,38 @@ struct Task {
 /// A node's outcome, or what stopped its worker from deciding it.
 type Answer = Result<NodeOutcome, String>;
 
-/// Decides every node's input on `workers` (options as given: each input travels with
-/// them), and returns the outcomes sorted by node.
+/// A node to decide, and how many calls its input holds (the busiest go first).
+pub(crate) type Planned = (NodeId, usize);
+
+/// Gathers one node's input, when a worker is about to be free for it.
+pub(crate) type Gather<'a> = dyn Fn(NodeId) -> NodeInput + Sync + 'a;
+
+/// Decides every node of `nodes` on `workers` (options as given: each input travels
+/// with them), gathering each input only when it is about to be sent; returns the
+/// outcomes sorted by node.
 pub(crate) fn decide_all(
     workers: Workers,
-    inputs: Vec<NodeInput>,
+    nodes: Vec<Planned>,
+    gather: &Gather<'_>,
     options: &NestOptions,
 ) -> Result<Vec<NodeOutcome>, WorkerError> {
     match workers {
-        Workers::Engine(engine) => engine.decide_all(inputs, options),
+        Workers::Engine(engine) => engine.decide_all(nodes, gather, options),
         Workers::Threads(threads) => {
             let config = match threads {
                 0 | 1 => timely::Config::thread(),
                 n => timely::Config::process(n),
             };
             let engine = Engine::start(config)?;
-            let outcomes = engine.decide_all(inputs, options);
+            let outcomes = engine.decide_all(nodes, gather, options);
             engine.finish()?;
             outcomes
         }
     }
 }
 
-/// Running timely workers, fed one nesting at a time: each nesting is one epoch of the
-/// same dataflow, so a cluster connects once per run however many segments it nests.
+/// Running timely workers, fed one nesting at a time by the same dataflow, so a cluster
+/// connects once per run however many segments it nests.
 pub struct Engine {
     /// All workers, of every process.
     peers: usize,
@@ -119,12 +131,14 @@ pub struct Engine {
 }
 
 struct Feed {
-    tasks: mpsc::Sender<Vec<Task>>,
-    answers: mpsc::Receiver<Vec<Answer>>,
+    tasks: mpsc::Sender<Task>,
+    answers: mpsc::Receiver<Answer>,
+    /// Worker 0's thread, woken when a task is sent (it sleeps between steps).
+    worker: std::thread::Thread,
 }
 
 /// The far ends of [`Feed`], taken by worker 0.
-type WorkerLinks = (mpsc::Receiver<Vec<Task>>, mpsc::Sender<Vec<Answer>>);
+type WorkerLinks = (mpsc::Receiver<Task>, mpsc::Sender<Answer>);
 
 impl Engine {
     /// Starts the workers `config` describes: one thread, or threads of this process.
@@ -191,8 +205,9 @@ impl Engine {
     ) -> Result<Engine, WorkerError> {
         let (tasks, tasks_in) = mpsc::channel();
         let (answers_out, answers) = mpsc::channel();
-        let links: Arc<Mutex<Option<WorkerLinks>>> =
-            Arc::new(Mutex::new(Some((tasks_in, answers_out))));
+        let (thread_out, thread) = mpsc::sync_channel(1);
+        let links: Arc<Mutex<Option<(WorkerLinks, _)>>> =
+            Arc::new(Mutex::new(Some(((tasks_in, answers_out), thread_out))));
         let guards = timely::execute::execute_from(
             builders,
             others,
@@ -202,13 +217,27 @@ impl Engine {
                     0 => links.lock().expect("not poisoned").take(),
                     _ => None,
                 };
+                let links = links.map(|(links, thread): (WorkerLinks, mpsc::SyncSender<_>)| {
+                    let _ = thread.send(std::thread::current());
+                    links
+                });
                 run_worker(worker, links);
             },
         )
         .map_err(WorkerError::Start)?;
+        let feed = match first {
+            true => Some(Feed {
+                tasks,
+                answers,
+                worker: thread
+                    .recv()
+                    .map_err(|_| WorkerError::Start("worker 0 did not start".into()))?,
+            }),
+            false => None,
+        };
         Ok(Engine {
             peers,
-            feed: Mutex::new(first.then_some(Feed { tasks, answers })),
+            feed: Mutex::new(feed),
             guards: Mutex::new(Some(guards)),
         })
     }
@@ -219,11 +248,12 @@ impl Engine {
         self.feed.lock().expect("not poisoned").is_some()
     }
 
-    /// Decides every node's input, and returns the outcomes sorted by node. Nestings
-    /// from several threads take turns.
+    /// Decides every node of `nodes`, gathering each input as it is sent, and returns
+    /// the outcomes sorted by node. Nestings from several threads take turns.
     pub(crate) fn decide_all(
         &self,
-        mut inputs: Vec<NodeInput>,
+        mut nodes: Vec<Planned>,
+        gather: &Gather<'_>,
         options: &NestOptions,
     ) -> Result<Vec<NodeOutcome>, WorkerError> {
         let feed = self.feed.lock().expect("not poisoned");
@@ -232,37 +262,59 @@ impl Engine {
                 "only the first process of a cluster nests".into(),
             ));
         };
-        // Longest first, each to the least loaded worker (by calls): the busiest node
+        // Largest first, each to the least loaded worker (by calls): the busiest node
         // bounds the run, so it starts first. Where a node goes never changes its answer.
-        inputs.sort_by_key(|input| (std::cmp::Reverse(input.calls.len()), input.node));
+        nodes.sort_by_key(|&(node, calls)| (std::cmp::Reverse(calls), node));
         let mut load = vec![0usize; self.peers];
-        let tasks: Vec<Task> = inputs
-            .into_iter()
-            .map(|input| {
+        let plan: Vec<(NodeId, u64)> = (nodes.iter())
+            .map(|&(node, calls)| {
                 let worker = (0..self.peers).min_by_key(|&w| (load[w], w)).unwrap_or(0);
-                load[worker] += input.calls.len().max(1);
-                Task {
-                    worker: worker as u64,
-                    options: *options,
-                    input,
-                }
+                load[worker] += calls.max(1);
+                (node, worker as u64)
             })
             .collect();
         let lost =
             || WorkerError::Lost(cluster::lost().unwrap_or_else(|| "worker 0 is gone".into()));
-        feed.tasks.send(tasks).map_err(|_| lost())?;
-        let answers = wait_lending(&feed.answers).ok_or_else(lost)?;
-        let mut outcomes = answers
-            .into_iter()
-            .collect::<Result<Vec<NodeOutcome>, String>>()
-            .map_err(WorkerError::Lost)?;
+        // A few inputs per worker in flight: each worker has the next at hand when it
+        // finishes one, and the copies held are those few, not every node's.
+        let in_flight_at_most = 2 * self.peers.max(1);
+        let mut outcomes = Vec::with_capacity(plan.len());
+        let mut failed = None;
+        let (mut sent, mut answered) = (0, 0);
+        while answered < plan.len() {
+            while failed.is_none() && sent < plan.len() && sent - answered < in_flight_at_most {
+                let (node, worker) = plan[sent];
+                let task = Task {
+                    worker,
+                    options: *options,
+                    input: gather(node),
+                };
+                feed.tasks.send(task).map_err(|_| lost())?;
+                feed.worker.unpark();
+                sent += 1;
+            }
+            if answered == sent {
+                break;
+            }
+            // Every answer sent is awaited, even after a failure: the next nesting must
+            // not read this one's.
+            match wait_lending(&feed.answers).ok_or_else(lost)? {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(why) => failed = failed.or(Some(why)),
+            }
+            answered += 1;
+        }
+        if let Some(why) = failed {
+            return Err(WorkerError::Lost(why));
+        }
         outcomes.sort_unstable_by_key(|outcome| outcome.node);
         Ok(outcomes)
     }
 
     /// Closes the dataflow and waits for every worker of this process to stop.
     pub fn finish(&self) -> Result<(), WorkerError> {
-        // Worker 0 ends its epochs when the feed closes; the others when it does.
+        // Worker 0 closes the dataflow's input when the feed closes; the others stop when
+        // it does.
         drop(self.feed.lock().expect("not poisoned").take());
         let guards = self.guards.lock().expect("not poisoned").take();
         let Some(guards) = guards else {
@@ -300,36 +352,96 @@ fn wait_lending<T>(from: &mpsc::Receiver<T>) -> Option<T> {
 }
 
 /// One worker's life: builds the dataflow (route each task to its worker, decide it
-/// there, send the outcome to worker 0); worker 0 feeds it one epoch per nesting.
+/// there on rayon's pool, send the outcome to worker 0); worker 0 feeds it tasks as they
+/// come and hands back outcomes as they arrive, until the feed closes.
 fn run_worker(worker: &mut timely::worker::Worker, links: Option<WorkerLinks>) {
     let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<Task>>>::new();
-    let probe = ProbeHandle::new();
     let collected: Rc<RefCell<Vec<Answer>>> = Rc::default();
     let sink = Rc::clone(&collected);
     worker.dataflow::<u64, _, _>(|scope| {
+        let worker = scope.worker();
         input
             .to_stream(scope)
             .exchange(|task: &Task| task.worker)
-            .map(|task: Task| decide_caught(task.input, &task.options))
+            .unary::<CapacityContainerBuilder<Vec<Answer>>, _, _, _>(
+                Pipeline,
+                "Decide",
+                |initial, info| {
+                    // Only the tasks' own capabilities are held: the dataflow ends when
+                    // the input closes and every task is answered.
+                    drop(initial);
+                    let activator = worker.sync_activator_for(info.address.to_vec());
+                    let mut deciding: Vec<(
+                        timely::dataflow::operators::Capability<u64>,
+                        mpsc::Receiver<Answer>,
+                    )> = Vec::new();
+                    move |tasks, answers| {
+                        tasks.for_each(|capability, batch| {
+                            for task in batch.drain(..) {
+                                let (answer, answered) = mpsc::channel();
+                                let activator = activator.clone();
+                                // On rayon's pool, not this worker's thread, which goes on
+                                // routing: the choice splits itself with rayon::join, and
+                                // one made inside the pool shares the work of every node
+                                // at once (the 6.6 GB capture set: 114 s against 101 s
+                                // when a worker's thread joined from outside).
+                                rayon::spawn(move || {
+                                    let _ = answer.send(decide_caught(task.input, &task.options));
+                                    let _ = activator.activate();
+                                });
+                                let held = capability.retain_least(0).expect("tasks carry a time");
+                                deciding.push((held, answered));
+                            }
+                        });
+                        deciding.retain(|(capability, answered)| {
+                            let answer = match answered.try_recv() {
+                                Ok(answer) => answer,
+                                Err(mpsc::TryRecvError::Empty) => return true,
+                                Err(mpsc::TryRecvError::Disconnected) => {
+                                    Err("a choice stopped without an answer".into())
+                                }
+                            };
+                            answers.session(capability).give(answer);
+                            false
+                        });
+                    }
+                },
+            )
             .exchange(|_: &Answer| 0)
-            .inspect(move |answer: &Answer| sink.borrow_mut().push(answer.clone()))
-            .probe_with(&probe);
+            .inspect(move |answer: &Answer| sink.borrow_mut().push(answer.clone()));
     });
     if let Some((tasks, answers)) = links {
         let mut epoch = 0u64;
-        while let Ok(batch) = tasks.recv() {
-            for task in batch {
-                input.send(task);
+        'fed: loop {
+            let (mut open, mut sent) = (true, false);
+            loop {
+                match tasks.try_recv() {
+                    Ok(task) => {
+                        input.send(task);
+                        sent = true;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
             }
-            epoch += 1;
-            input.advance_to(epoch);
-            while probe.less_than(&epoch) {
-                // Parked for a while at most: a lost process wakes no one.
-                worker.step_or_park(Some(PATIENCE_STEP));
-            }
-            let done = std::mem::take(&mut *collected.borrow_mut());
-            if answers.send(done).is_err() {
+            if !open {
                 break;
+            }
+            if sent {
+                // Closing a time is what pushes the records on to the other workers
+                // (a flush leaves them in the exchange's buffers).
+                epoch += 1;
+                input.advance_to(epoch);
+            }
+            // Parked for a while at most: a lost process wakes no one.
+            worker.step_or_park(Some(PATIENCE_STEP));
+            for answer in collected.borrow_mut().drain(..) {
+                if answers.send(answer).is_err() {
+                    break 'fed;
+                }
             }
         }
     }
@@ -344,15 +456,12 @@ const PATIENCE_STEP: std::time::Duration = std::time::Duration::from_millis(100)
 /// worker 0 waiting for its outcome forever.
 fn decide_caught(input: NodeInput, options: &NestOptions) -> Answer {
     let node = input.node;
-    // On rayon's pool, not this worker's thread: the choice splits itself with
-    // rayon::join, and a join from outside the pool waits idle while two pool threads
-    // work, where one made inside it shares the work of every node at once (the 6.6 GB
-    // capture set: 114 s against 101 s). `scope` runs its body on a pool thread.
-    let on_pool = || rayon::scope(|_| decide(input, options));
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(on_pool)).map_err(|panic| {
-        let what = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into());
-        format!("deciding node {} failed: {what}", node.0)
-    })
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decide(input, options))).map_err(
+        |panic| {
+            let what = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            format!("deciding node {} failed: {what}", node.0)
+        },
+    )
 }

@@ -23,7 +23,6 @@ use call_pairs::{CallPair, PairingStats};
 pub use node::ASYNC_CONFIDENCE;
 pub use parents::{roots, CandidateScore, Penalties, NO_PARENT};
 pub use patterns::{Pattern, Summary};
-use rayon::prelude::*;
 
 /// Which parent choice runs after the paper's candidates and scoreboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -339,8 +338,8 @@ fn nest_starting(
         outgoing[p.caller.0 as usize].push(i as u32);
     }
     let lost = lost_shares(trace, &pairs, &in_core);
-    let gather = |node: usize| {
-        let id = crate::trace::NodeId(node as u32);
+    let gather = |id: crate::trace::NodeId| {
+        let node = id.0 as usize;
         let scalars = node::NodeScalars {
             lost: lost[node],
             tick,
@@ -351,9 +350,18 @@ fn nest_starting(
         let lists = (&incoming[node][..], &outgoing[node][..]);
         node::NodeInput::gather(trace, &pairs, id, lists, scalars, options)
     };
-    let inputs: Vec<node::NodeInput> = (0..node_count).into_par_iter().map(gather).collect();
+    // Each node's calls (a node that calls nothing needs none: `NodeInput::gather`).
+    let nodes: Vec<dataflow::Planned> = (0..node_count)
+        .map(|node| {
+            let calls = match outgoing[node].is_empty() {
+                true => 0,
+                false => incoming[node].len() + outgoing[node].len(),
+            };
+            (crate::trace::NodeId(node as u32), calls)
+        })
+        .collect();
+    let mut per_node = dataflow::decide_all(options.workers, nodes, &gather, options)?;
     drop((incoming, outgoing));
-    let mut per_node = dataflow::decide_all(options.workers, inputs, options)?;
     per_node.sort_unstable_by_key(|outcome| outcome.node);
     for outcome in &per_node {
         if let Some(kind) = outcome.kept {

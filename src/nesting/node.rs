@@ -821,8 +821,12 @@ mod tests {
         };
         let engine = crate::nesting::dataflow::Engine::start(config).unwrap();
         for _ in 0..2 {
-            // Twice: each nesting is an epoch of the same dataflow.
-            let outcomes = engine.decide_all(inputs.clone(), &options).unwrap();
+            // Twice: nestings follow one another through the same dataflow.
+            let nodes = (inputs.iter())
+                .map(|input| (input.node, input.calls.len()))
+                .collect();
+            let gather = |node: NodeId| inputs[node.0 as usize].clone();
+            let outcomes = engine.decide_all(nodes, &gather, &options).unwrap();
             assert_eq!(outcomes, alone);
         }
         engine.finish().unwrap();

@@ -247,7 +247,7 @@ fn standard_input_streams_too() {
 fn captures_in_segments_are_read_once_and_count_every_call_once() {
     // The shop's five captures (3.3 MB, over 4 KB per line of a segment) in segments
     // of 700 lines: one pass for addresses and clocks that keeps the messages on disk,
-    // then their message ends written as lines.
+    // then their message ends replayed as typed ends.
     let files = support::shop_captures();
     let args = |segment: &str| {
         let mut args: Vec<String> = vec!["--segment-lines".into(), segment.into()];
@@ -300,6 +300,62 @@ fn captures_in_segments_are_read_once_and_count_every_call_once() {
             "matched at both ends",
         ],
     );
+}
+
+#[test]
+fn kept_messages_nest_as_the_captures_do() {
+    // Whole and in segments: the kept file, nested, gives the same patterns, byte for
+    // byte, as the captures it was read from.
+    let dir = tempfile::tempdir().unwrap();
+    for segments in ["0", "700"] {
+        let kept = dir.path().join(format!("kept-{segments}.trace"));
+        let kept = kept.to_str().unwrap();
+        let from_captures = stdout_of(
+            blackbox()
+                .args([
+                    "nest",
+                    "-q",
+                    "--segment-lines",
+                    segments,
+                    "--keep-messages",
+                    kept,
+                ])
+                .args(support::shop_captures()),
+        );
+        let from_kept =
+            stdout_of(blackbox().args(["nest", "-q", "--segment-lines", segments, kept]));
+        assert_eq!(from_captures, from_kept, "--segment-lines {segments}");
+        let lines = std::fs::read_to_string(kept).unwrap().lines().count();
+        assert_eq!(lines, 13440, "every message end of the shop, once");
+    }
+    // Text traces are not kept again; a file that cannot be written is named (exit 1).
+    let output = blackbox()
+        .args(["nest", "-q", TRACE, "--keep-messages"])
+        .arg(dir.path().join("again.trace"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("text traces already"));
+    for segments in ["0", "700"] {
+        let output = blackbox()
+            .args([
+                "nest",
+                "-q",
+                "--segment-lines",
+                segments,
+                "--keep-messages",
+                "/dev/full",
+            ])
+            .args(support::shop_captures())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "--segment-lines {segments}");
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            err.contains("cannot write /dev/full: No space left"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

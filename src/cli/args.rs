@@ -47,8 +47,8 @@ pub(super) enum Command {
     #[command(after_long_help = "Examples:
   blackbox nest traces/shop/*.pcap*
   blackbox nest -q traces/shop/*.pcap* --html report.html --svg graphs/
-  blackbox nest -q --workers 2 --sort total --top 5 traces/multitier.trace --json - > patterns.json
   blackbox nest traces/k8s/*.pcap.gz --names traces/k8s/cluster.json
+  blackbox nest -q --workers 2 traces/grpc/*.pcap --keep-messages grpc.trace && blackbox nest --sort total --top 5 grpc.trace --json - > patterns.json
 ")]
     Nest(NestArgs),
     /// Score the nesting algorithm, or the convolution's paths, against ground truth (paper §7.5).
@@ -455,6 +455,15 @@ pub(super) struct NestArgs {
     /// call between those nodes sent nearest to TIME, in seconds).
     #[arg(long, value_name = "CALL")]
     pub(super) explain: Option<String>,
+
+    /// Also write the messages read from captures to FILE as a text trace, for reruns
+    ///
+    /// Also write the messages read from the captures to FILE as a text trace (one line
+    /// per message end, in the aligned clock, with operations, statuses and request
+    /// ids): `blackbox nest FILE` then gives the same patterns without reading the
+    /// captures again. Captures nested in segments are written as they stream.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub(super) keep_messages: Option<PathBuf>,
 
     /// Nest traces longer than N lines in segments, in bounded memory (0: never)
     ///

@@ -500,9 +500,21 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
     let stream = streaming::StreamOptions {
         segment_lines: args.segment_lines,
     };
+    let mut keep = match &args.keep_messages {
+        Some(path) => Some(kept_messages(path, &sources)?),
+        None => None,
+    };
     if !whole_needed && input::streamed::streams(&sources, &input_options, stream) {
-        let (input, outcome) =
-            input::streamed::nest_captures(sources, &input_options, &options, stream)?;
+        let (input, outcome) = input::streamed::nest_captures(
+            sources,
+            &input_options,
+            &options,
+            stream,
+            keep.as_mut().map(|(_, keep)| keep),
+        )?;
+        if let Some((path, keep)) = keep {
+            finish_kept(&path, keep)?;
+        }
         let loaded = report_loaded(input, args.input.quiet)?;
         match outcome {
             streaming::Outcome::Streamed(streamed) => {
@@ -519,7 +531,14 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
         false => input::open_texts(sources, input_options.progress, args.segment_lines)?,
     };
     let loaded = match opened {
-        Err(sources) => load_sources(sources, &input_options, args.input.quiet)?,
+        Err(sources) => {
+            let loaded = load_sources(sources, &input_options, args.input.quiet)?;
+            if let Some((path, mut keep)) = keep {
+                keep.write_trace(&loaded.input.trace);
+                finish_kept(&path, keep)?;
+            }
+            loaded
+        }
         Ok((texts, progress)) => {
             let text_traces = texts.len();
             // Reading errors name their file and line; nesting's need the files named.
@@ -541,6 +560,27 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
         }
     };
     nest_loaded(args, options, ranking, query, main, loaded)
+}
+
+/// The file `--keep-messages` names, opened for what the captures among `sources` hold.
+fn kept_messages(path: &Path, sources: &[source::Source]) -> Result<(PathBuf, streaming::Keep)> {
+    if sources.iter().all(|s| s.kind != source::Kind::Capture) {
+        return Err(Usage(
+            "--keep-messages keeps the messages read from captures, and these inputs are \
+             text traces already"
+                .into(),
+        )
+        .into());
+    }
+    let file = File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+    let out = Box::new(BufWriter::with_capacity(1 << 20, file));
+    Ok((path.to_owned(), streaming::Keep::new(out)))
+}
+
+/// Closes the kept messages' file, naming it if writing it failed.
+fn finish_kept(path: &Path, keep: streaming::Keep) -> Result<()> {
+    keep.finish()
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `nest` of the whole trace, read.

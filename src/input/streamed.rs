@@ -71,12 +71,14 @@ fn streams_by_size(bytes: u64, options: &InputOptions, stream: StreamOptions) ->
 /// Reads the captures once and nests them in segments, or whole if they hold no more
 /// message ends than a segment's lines. The input report (per capture, the alignment,
 /// the warnings) is the first pass's; its trace holds no message unless the captures
-/// were nested whole (then it holds them all, and the outcome's is empty).
+/// were nested whole (then it holds them all, and the outcome's is empty). Every
+/// message end replayed is also written to `keep`, if given.
 pub fn nest_captures(
     sources: Vec<Source>,
     options: &InputOptions,
     nest: &NestOptions,
     stream: StreamOptions,
+    keep: Option<&mut streaming::Keep>,
 ) -> Result<(Input, Outcome), InputError> {
     let total: u64 = sources.iter().filter_map(Source::stored_size).sum();
     let mut first = options.capture.clone();
@@ -150,7 +152,7 @@ pub fn nest_captures(
                 blocks: receive,
             });
         }
-        let outcome = streaming::nest_typed(inputs, nest, stream);
+        let outcome = streaming::nest_typed(inputs, nest, stream, keep);
         for writer in writers {
             passed_through += writer
                 .join()

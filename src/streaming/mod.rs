@@ -27,7 +27,7 @@
 
 use crate::nesting::patterns::EXACT_SAMPLES;
 use crate::nesting::{self, NestError, NestOptions, NestStats, Nesting, Pattern};
-use crate::trace::text::TraceError;
+use crate::trace::text::{self, TraceError};
 use crate::trace::Interner;
 use crate::trace::{InputStats, Nanos, NodeId, OperationId, Trace, TraceBuilder};
 use hashbrown::HashMap;
@@ -132,15 +132,63 @@ pub fn nest_text(
 }
 
 /// Nests typed ends arriving in blocks, one stream per input (captures' messages), as
-/// [`nest_text`] nests the lines of files: whole if they fit one chunk.
+/// [`nest_text`] nests the lines of files: whole if they fit one chunk. Every end read
+/// is also written to `keep`, if given.
 pub fn nest_typed(
     inputs: Vec<EndsInput>,
     options: &NestOptions,
     stream: StreamOptions,
+    keep: Option<&mut Keep>,
 ) -> Result<Outcome, StreamError> {
-    match nest_ends(MergedEnds::new(inputs), options, stream, None)? {
+    match nest_ends(MergedEnds::new(inputs, keep), options, stream, None)? {
         Cutting::Whole(ends, chunk) => Ok(Outcome::Whole(whole_trace(&ends, chunk)?)),
         Cutting::Streamed(streamed) => Ok(Outcome::Streamed(streamed)),
+    }
+}
+
+/// Where the ends read are also written, as a text trace (`nest --keep-messages`): a
+/// rerun reads that instead of the captures.
+pub struct Keep {
+    out: Box<dyn std::io::Write + Send>,
+    line: String,
+    failed: Option<std::io::Error>,
+}
+
+impl Keep {
+    /// Writes to `out`.
+    pub fn new(out: Box<dyn std::io::Write + Send>) -> Keep {
+        Keep {
+            out,
+            line: String::new(),
+            failed: None,
+        }
+    }
+
+    /// Writes one end's line; the first failure is kept for [`Keep::finish`].
+    fn write(&mut self, fields: &text::LineFields<'_>) {
+        if self.failed.is_some() {
+            return;
+        }
+        self.line.clear();
+        text::push_line(&mut self.line, fields);
+        if let Err(error) = self.out.write_all(self.line.as_bytes()) {
+            self.failed = Some(error);
+        }
+    }
+
+    /// Writes a whole trace (captures read whole), in its text file's order.
+    pub fn write_trace(&mut self, trace: &Trace) {
+        if self.failed.is_none() {
+            self.failed = text::write(trace, &mut self.out).err();
+        }
+    }
+
+    /// Flushes what was written, or tells the first failure.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        match self.failed.take() {
+            Some(error) => Err(error),
+            None => self.out.flush(),
+        }
     }
 }
 

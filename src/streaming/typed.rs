@@ -4,7 +4,7 @@
 //! ends typed ([`EndBlock`]), each added to a segment's builder as reading its line
 //! would add it. Owns the merge; not the ends' making.
 
-use super::{Ends, Kept};
+use super::{Ends, Keep, Kept};
 use crate::trace::ends::EndBlock;
 use crate::trace::text::{self, TraceError};
 use crate::trace::{InputStats, Nanos, TraceBuilder};
@@ -64,16 +64,22 @@ impl Stream {
 }
 
 /// Every input's ends, merged by time as they arrive.
-pub(super) struct MergedEnds {
+pub(super) struct MergedEnds<'k> {
     streams: Vec<Stream>,
     read: u64,
+    /// Where each end read is also written.
+    keep: Option<&'k mut Keep>,
 }
 
-impl MergedEnds {
+impl<'k> MergedEnds<'k> {
     /// Opens the merge: waits for each input's first ends.
-    pub(super) fn new(inputs: Vec<EndsInput>) -> MergedEnds {
+    pub(super) fn new(inputs: Vec<EndsInput>, keep: Option<&'k mut Keep>) -> MergedEnds<'k> {
         let streams = inputs.into_iter().map(Stream::new).collect();
-        MergedEnds { streams, read: 0 }
+        MergedEnds {
+            streams,
+            read: 0,
+            keep,
+        }
     }
 
     /// The input whose next end is earliest (ties to the first given).
@@ -103,7 +109,7 @@ impl Kept for EndBlock {
     }
 }
 
-impl Ends for MergedEnds {
+impl Ends for MergedEnds<'_> {
     type Kept = EndBlock;
 
     fn next_time(&self) -> Option<Nanos> {
@@ -115,8 +121,12 @@ impl Ends for MergedEnds {
             return Ok(());
         };
         let stream = &mut self.streams[s];
+        let fields = stream.block.fields(stream.at);
+        if let Some(keep) = self.keep.as_deref_mut() {
+            keep.write(&fields);
+        }
         if let Some(chunk) = into {
-            chunk.push(&stream.block.fields(stream.at));
+            chunk.push(&fields);
         }
         self.read += 1;
         stream.advance();

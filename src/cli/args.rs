@@ -48,7 +48,7 @@ pub(super) enum Command {
   blackbox nest traces/shop/*.pcap*
   blackbox nest -q traces/shop/*.pcap* --html report.html --svg graphs/
   blackbox nest traces/k8s/*.pcap.gz --names traces/k8s/cluster.json
-  blackbox nest -q --workers 2 traces/grpc/*.pcap --keep-messages grpc.trace && blackbox nest --sort total --top 5 grpc.trace --json - > patterns.json
+  blackbox nest -q traces/grpc/*.pcap --keep-messages g.trace && blackbox nest --workers 2 g.trace
 ")]
     Nest(NestArgs),
     /// Score the nesting algorithm, or the convolution's paths, against ground truth (paper §7.5).

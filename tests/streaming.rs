@@ -327,8 +327,10 @@ fn kept_messages_nest_as_the_captures_do() {
         assert_eq!(from_captures, from_kept, "--segment-lines {segments}");
         let lines = std::fs::read_to_string(kept).unwrap().lines().count();
         assert_eq!(lines, 13440, "every message end of the shop, once");
+        assert!(!std::path::Path::new(&format!("{kept}.partial")).exists());
     }
-    // Text traces are not kept again; a file that cannot be written is named (exit 1).
+    // Text traces are not kept again; a file that cannot be written is named (exit 1),
+    // and what was written stays FILE.partial, never FILE.
     let output = blackbox()
         .args(["nest", "-q", TRACE, "--keep-messages"])
         .arg(dir.path().join("again.trace"))
@@ -337,24 +339,23 @@ fn kept_messages_nest_as_the_captures_do() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("text traces already"));
     for segments in ["0", "700"] {
+        let full = dir.path().join(format!("full-{segments}.trace"));
+        std::os::unix::fs::symlink(
+            "/dev/full",
+            dir.path().join(format!("full-{segments}.trace.partial")),
+        )
+        .unwrap();
         let output = blackbox()
-            .args([
-                "nest",
-                "-q",
-                "--segment-lines",
-                segments,
-                "--keep-messages",
-                "/dev/full",
-            ])
+            .args(["nest", "-q", "--segment-lines", segments, "--keep-messages"])
+            .arg(&full)
             .args(support::shop_captures())
             .output()
             .unwrap();
         assert_eq!(output.status.code(), Some(1), "--segment-lines {segments}");
         let err = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            err.contains("cannot write /dev/full: No space left"),
-            "{err}"
-        );
+        let named = format!("cannot write {}.partial: No space left", full.display());
+        assert!(err.contains(&named), "{err}");
+        assert!(!full.exists());
     }
 }
 

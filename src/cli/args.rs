@@ -461,7 +461,8 @@ pub(super) struct NestArgs {
     /// Also write the messages read from the captures to FILE as a text trace (one line
     /// per message end, in the aligned clock, with operations, statuses and request
     /// ids): `blackbox nest FILE` then gives the same patterns without reading the
-    /// captures again. Captures nested in segments are written as they stream.
+    /// captures again. Captures nested in segments are written as they stream; the
+    /// file is FILE.partial until it is whole.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(super) keep_messages: Option<PathBuf>,
 

@@ -562,7 +562,9 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
     nest_loaded(args, options, ranking, query, main, loaded)
 }
 
-/// The file `--keep-messages` names, opened for what the captures among `sources` hold.
+/// The file `--keep-messages` names, opened for what the captures among `sources` hold:
+/// written as `FILE.partial` and renamed once whole, so that a run that fails leaves
+/// no file that looks complete.
 fn kept_messages(path: &Path, sources: &[source::Source]) -> Result<(PathBuf, streaming::Keep)> {
     if sources.iter().all(|s| s.kind != source::Kind::Capture) {
         return Err(Usage(
@@ -572,15 +574,24 @@ fn kept_messages(path: &Path, sources: &[source::Source]) -> Result<(PathBuf, st
         )
         .into());
     }
-    let file = File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+    let file = File::create(partial(path))
+        .with_context(|| format!("cannot write {}", partial(path).display()))?;
     let out = Box::new(BufWriter::with_capacity(1 << 20, file));
     Ok((path.to_owned(), streaming::Keep::new(out)))
 }
 
-/// Closes the kept messages' file, naming it if writing it failed.
+/// Where the kept messages are written until they are whole.
+fn partial(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+/// Closes the kept messages' file and gives it its name, naming it if that failed.
 fn finish_kept(path: &Path, keep: streaming::Keep) -> Result<()> {
     keep.finish()
-        .with_context(|| format!("cannot write {}", path.display()))
+        .with_context(|| format!("cannot write {}", partial(path).display()))?;
+    std::fs::rename(partial(path), path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `nest` of the whole trace, read.

@@ -5,7 +5,7 @@
 //! from the written file, without writing or parsing a line. Owns that order; not the
 //! segments.
 
-use super::{Ends, Kept};
+use super::{Ends, Store};
 use crate::trace::text::{self, TraceError};
 use crate::trace::{End, InputStats, Nanos, Trace, TraceBuilder};
 use rayon::prelude::*;
@@ -43,7 +43,7 @@ impl<'t> HeldEnds<'t> {
 #[derive(Default)]
 pub(super) struct HeldChunk(Vec<(Nanos, u32, End)>);
 
-impl Kept for HeldChunk {
+impl Store for HeldChunk {
     fn len(&self) -> usize {
         self.0.len()
     }
@@ -62,7 +62,7 @@ impl Kept for HeldChunk {
 }
 
 impl Ends for HeldEnds<'_> {
-    type Kept = HeldChunk;
+    type Store = HeldChunk;
 
     fn next_time(&self) -> Option<Nanos> {
         self.order.get(self.next).map(|end| end.0)

@@ -4,7 +4,7 @@
 //! numbers errors name and the count of blank and comment lines; not the line syntax
 //! ([`crate::trace::text`]).
 
-use super::{Ends, Kept, TextInput};
+use super::{Ends, Store, TextInput};
 use crate::trace::text::{self, TraceError};
 use crate::trace::{time, InputStats, Nanos, TraceBuilder};
 
@@ -34,7 +34,7 @@ impl Lines {
     }
 }
 
-impl Kept for Lines {
+impl Store for Lines {
     fn len(&self) -> usize {
         self.lines.len()
     }
@@ -163,7 +163,7 @@ impl MergedLines {
 }
 
 impl Ends for MergedLines {
-    type Kept = Lines;
+    type Store = Lines;
 
     fn next_time(&self) -> Option<Nanos> {
         let file = self.earliest()?;

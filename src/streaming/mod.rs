@@ -197,15 +197,15 @@ impl Keep {
 /// trace held in memory ([`held::HeldEnds`]), typed ends in blocks ([`typed::MergedEnds`]).
 trait Ends: Send {
     /// What a chunk keeps of its ends.
-    type Kept: Kept;
+    type Store: Store;
     /// The time of the next end; `None` once every end is read.
     fn next_time(&self) -> Option<Nanos>;
     /// Moves the next end into `into` (past it, when `None`), and reads on.
-    fn take(&mut self, into: Option<&mut Self::Kept>) -> Result<(), TraceError>;
-    /// Adds end `k` of `kept` to a segment's builder, as reading its line would.
+    fn take(&mut self, into: Option<&mut Self::Store>) -> Result<(), TraceError>;
+    /// Adds end `k` of `store` to a segment's builder, as reading its line would.
     fn build(
         &self,
-        kept: &Self::Kept,
+        store: &Self::Store,
         k: usize,
         builder: &mut TraceBuilder,
     ) -> Result<(), TraceError>;
@@ -214,7 +214,7 @@ trait Ends: Send {
 }
 
 /// The ends a chunk keeps, in the order read.
-trait Kept: Default + Send {
+trait Store: Default + Send {
     /// How many.
     fn len(&self) -> usize;
     /// End `k`'s time.
@@ -227,27 +227,27 @@ trait Kept: Default + Send {
 
 /// Ends read in a row.
 struct Chunk<K> {
-    kept: K,
+    ends: K,
     /// The time of its first end: where its core starts (none for an empty chunk).
     from: Option<Nanos>,
 }
 
-impl<K: Kept> Default for Chunk<K> {
+impl<K: Store> Default for Chunk<K> {
     fn default() -> Self {
         Chunk {
-            kept: K::default(),
+            ends: K::default(),
             from: None,
         }
     }
 }
 
-impl<K: Kept> Chunk<K> {
+impl<K: Store> Chunk<K> {
     fn len(&self) -> usize {
-        self.kept.len()
+        self.ends.len()
     }
 
     fn append(&mut self, other: Chunk<K>) {
-        self.kept.append(other.kept);
+        self.ends.append(other.ends);
         self.from = match (self.from, other.from) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -255,8 +255,8 @@ impl<K: Kept> Chunk<K> {
     }
 
     fn keep_from(&mut self, time: Nanos) {
-        self.kept.keep_from(time);
-        self.from = (0..self.kept.len()).map(|k| self.kept.time(k)).min();
+        self.ends.keep_from(time);
+        self.from = (0..self.ends.len()).map(|k| self.ends.time(k)).min();
     }
 }
 
@@ -264,7 +264,7 @@ impl<K: Kept> Chunk<K> {
 #[allow(clippy::large_enum_variant)]
 enum Cutting<S: Ends> {
     /// They fit one chunk: the ends, and the chunk that holds them all.
-    Whole(S, Chunk<S::Kept>),
+    Whole(S, Chunk<S::Store>),
     /// They were nested in segments.
     Streamed(Streamed),
 }
@@ -353,13 +353,13 @@ struct Read {
 /// counts the ends set aside so far.
 fn read_segments<S: Ends>(
     (mut ends, mut late): (S, u64),
-    first: Chunk<S::Kept>,
+    first: Chunk<S::Store>,
     (stream, margin): (StreamOptions, Nanos),
     send: std::sync::mpsc::SyncSender<Result<Segment, TraceError>>,
 ) -> Read {
     let mut input = InputStats::default();
     // chunks[1] is the segment's core; chunks[0] and chunks[2] lend it their margins.
-    let mut chunks: Vec<Chunk<S::Kept>> = vec![Chunk::default(), first];
+    let mut chunks: Vec<Chunk<S::Store>> = vec![Chunk::default(), first];
     let mut core_from = Nanos::MIN;
     loop {
         let next = match ends.next_time() {
@@ -407,12 +407,12 @@ fn read_chunk<S: Ends>(
     lines: usize,
     span: Nanos,
     nested: Option<Nanos>,
-) -> Result<Chunk<S::Kept>, TraceError> {
-    let mut chunk = Chunk::<S::Kept>::default();
+) -> Result<Chunk<S::Store>, TraceError> {
+    let mut chunk = Chunk::<S::Store>::default();
     while let Some(time) = ends.next_time() {
-        if let (Some(from), false) = (chunk.from, chunk.kept.len() == 0) {
-            let last = chunk.kept.time(chunk.kept.len() - 1);
-            if chunk.kept.len() >= lines && time > last && time - from >= span {
+        if let (Some(from), false) = (chunk.from, chunk.ends.len() == 0) {
+            let last = chunk.ends.time(chunk.ends.len() - 1);
+            if chunk.ends.len() >= lines && time > last && time - from >= span {
                 break;
             }
         }
@@ -420,7 +420,7 @@ fn read_chunk<S: Ends>(
             *late += 1;
             ends.take(None)?;
         } else {
-            ends.take(Some(&mut chunk.kept))?;
+            ends.take(Some(&mut chunk.ends))?;
             chunk.from = Some(chunk.from.map_or(time, |from| from.min(time)));
         }
     }
@@ -430,11 +430,11 @@ fn read_chunk<S: Ends>(
 /// The whole trace of an input that fit one chunk, counted as the reader counts. The
 /// chunk's lines go before the trace is finished, whose sorting and shrinking were
 /// the peak of a trace read whole with the text still held.
-fn whole_trace<S: Ends>(ends: &S, chunk: Chunk<S::Kept>) -> Result<Trace, TraceError> {
+fn whole_trace<S: Ends>(ends: &S, chunk: Chunk<S::Store>) -> Result<Trace, TraceError> {
     let mut builder = TraceBuilder::new();
     builder.reserve(chunk.len());
     for k in 0..chunk.len() {
-        ends.build(&chunk.kept, k, &mut builder)?;
+        ends.build(&chunk.ends, k, &mut builder)?;
     }
     drop(chunk);
     ends.count(builder.stats_mut());
@@ -445,12 +445,12 @@ fn whole_trace<S: Ends>(ends: &S, chunk: Chunk<S::Kept>) -> Result<Trace, TraceE
 /// plus the windows that let a parent reach further.
 fn margin<S: Ends>(
     ends: &S,
-    first: &Chunk<S::Kept>,
+    first: &Chunk<S::Store>,
     options: &NestOptions,
 ) -> Result<Nanos, TraceError> {
     let mut builder = TraceBuilder::new();
     for k in 0..first.len() {
-        ends.build(&first.kept, k, &mut builder)?;
+        ends.build(&first.ends, k, &mut builder)?;
     }
     let trace = builder.finish();
     let (pairs, _) = nesting::call_pairs::find_call_pairs(&trace);
@@ -474,7 +474,7 @@ struct Segment {
 /// added to `input`.
 fn segment_trace<S: Ends>(
     ends: &S,
-    chunks: &[Chunk<S::Kept>],
+    chunks: &[Chunk<S::Store>],
     (from, to): (Nanos, Nanos),
     margin: Nanos,
     input: &mut InputStats,
@@ -484,14 +484,14 @@ fn segment_trace<S: Ends>(
     let mut taken = 0u64;
     for chunk in chunks {
         for k in 0..chunk.len() {
-            let time = chunk.kept.time(k);
+            let time = chunk.ends.time(k);
             if time < low || time >= high {
                 continue;
             }
             taken += 1;
             let in_core = nesting::in_core((from, to), time);
             let ignored = builder.stats_mut().ignored_fields;
-            ends.build(&chunk.kept, k, &mut builder)?;
+            ends.build(&chunk.ends, k, &mut builder)?;
             if in_core {
                 input.observations += 1;
                 input.ignored_fields += builder.stats_mut().ignored_fields - ignored;

@@ -4,7 +4,7 @@
 //! ends typed ([`EndBlock`]), each added to a segment's builder as reading its line
 //! would add it. Owns the merge; not the ends' making.
 
-use super::{Ends, Keep, Kept};
+use super::{Ends, Keep, Store};
 use crate::trace::ends::EndBlock;
 use crate::trace::text::{self, TraceError};
 use crate::trace::{InputStats, Nanos, TraceBuilder};
@@ -91,7 +91,7 @@ impl<'k> MergedEnds<'k> {
     }
 }
 
-impl Kept for EndBlock {
+impl Store for EndBlock {
     fn len(&self) -> usize {
         EndBlock::len(self)
     }
@@ -110,7 +110,7 @@ impl Kept for EndBlock {
 }
 
 impl Ends for MergedEnds<'_> {
-    type Kept = EndBlock;
+    type Store = EndBlock;
 
     fn next_time(&self) -> Option<Nanos> {
         self.streams[self.earliest()?].next_time()

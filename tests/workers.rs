@@ -77,6 +77,11 @@ fn evaluation_is_alike_on_any_number_of_workers() {
 }
 
 /// Two free ports on localhost, as a cluster file's lines.
+/// Held by each test that runs a cluster: ports freed by `cluster_file` are handed out
+/// again, and two clusters at once could dial each other's (a test's stand-in process
+/// connected to the other test's process 0, and its own waited 60 s for it).
+static ONE_CLUSTER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn cluster_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
     let listeners: Vec<std::net::TcpListener> = (0..2)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
@@ -95,6 +100,9 @@ fn cluster_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
 /// first every output, the second nothing on stdout.
 #[test]
 fn two_processes_nest_as_one_does() {
+    let _alone = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cluster, _) = cluster_file(dir.path());
     let args = [
@@ -141,6 +149,9 @@ fn two_processes_nest_as_one_does() {
 /// error naming it. Here "process 1" connects, says who it is and hangs up.
 #[test]
 fn a_lost_process_fails_the_run_and_is_named() {
+    let _alone = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cluster, addresses) = cluster_file(dir.path());
     let first = blackbox()
@@ -157,8 +168,9 @@ fn a_lost_process_fails_the_run_and_is_named() {
         .get_output_owned_in_thread();
     let mut stream = loop {
         match std::net::TcpStream::connect(&addresses[0]) {
-            Ok(stream) => break stream,
-            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            // (A socket connected to itself, which a port nobody listens on yet allows.)
+            Ok(stream) if stream.local_addr().ok() != stream.peer_addr().ok() => break stream,
+            _ => std::thread::sleep(std::time::Duration::from_millis(50)),
         }
     };
     std::io::Write::write_all(&mut stream, &1u64.to_be_bytes()).unwrap();

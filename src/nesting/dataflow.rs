@@ -13,6 +13,7 @@ mod cluster;
 use super::node::{decide, NodeInput, NodeOutcome};
 use super::NestOptions;
 use crate::trace::NodeId;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -280,16 +281,23 @@ impl Engine {
         let in_flight_at_most = 2 * self.peers.max(1);
         let mut outcomes = Vec::with_capacity(plan.len());
         let mut failed = None;
+        let task = |(node, worker): (NodeId, u64), input: Option<NodeInput>| Task {
+            worker,
+            options: *options,
+            input: input.unwrap_or_else(|| gather(node)),
+        };
+        // The first inputs are gathered side by side: the workers wait for them.
+        let first: Vec<NodeInput> = plan[..plan.len().min(in_flight_at_most)]
+            .par_iter()
+            .map(|&(node, _)| gather(node))
+            .collect();
+        let mut first = first.into_iter();
         let (mut sent, mut answered) = (0, 0);
         while answered < plan.len() {
             while failed.is_none() && sent < plan.len() && sent - answered < in_flight_at_most {
-                let (node, worker) = plan[sent];
-                let task = Task {
-                    worker,
-                    options: *options,
-                    input: gather(node),
-                };
-                feed.tasks.send(task).map_err(|_| lost())?;
+                feed.tasks
+                    .send(task(plan[sent], first.next()))
+                    .map_err(|_| lost())?;
                 feed.worker.unpark();
                 sent += 1;
             }

@@ -92,6 +92,13 @@ pub(super) fn connect(
 fn dial(address: &str, process: usize, deadline: Instant) -> std::io::Result<TcpStream> {
     loop {
         match TcpStream::connect(address) {
+            // Dialling a local port nobody listens on yet can connect the socket to
+            // itself (TCP's simultaneous open, when the kernel picks that very port as
+            // the source): that is no process, so dial again.
+            Ok(stream) if stream.local_addr().ok() == stream.peer_addr().ok() => {
+                drop(stream);
+                std::thread::sleep(Duration::from_millis(100));
+            }
             Ok(mut stream) => {
                 stream.set_nodelay(true)?;
                 stream.write_all(&(process as u64).to_be_bytes())?;

@@ -79,6 +79,9 @@ struct Reader {
 /// The lines of every input, merged by time as they are read.
 pub(super) struct MergedLines {
     files: Vec<Reader>,
+    /// The file whose next line is earliest ([`MergedLines::earliest`]), found once per
+    /// line.
+    next: Option<usize>,
     read: u64,
     blank: u64,
 }
@@ -95,12 +98,14 @@ impl MergedLines {
                     next: None,
                 })
                 .collect(),
+            next: None,
             read: 0,
             blank: 0,
         };
         for file in 0..merged.files.len() {
             merged.advance(file)?;
         }
+        merged.next = merged.earliest();
         Ok(merged)
     }
 
@@ -166,12 +171,12 @@ impl Ends for MergedLines {
     type Store = Lines;
 
     fn next_time(&self) -> Option<Nanos> {
-        let file = self.earliest()?;
+        let file = self.next?;
         self.files[file].next.as_ref().map(|next| next.0)
     }
 
     fn take(&mut self, into: Option<&mut Lines>) -> Result<(), TraceError> {
-        let Some(file) = self.earliest() else {
+        let Some(file) = self.next else {
             return Ok(());
         };
         if let Some(chunk) = into {
@@ -187,7 +192,9 @@ impl Ends for MergedLines {
                 chunk.text.push(b'\n');
             }
         }
-        self.advance(file)
+        self.advance(file)?;
+        self.next = self.earliest();
+        Ok(())
     }
 
     fn build(&self, chunk: &Lines, k: usize, builder: &mut TraceBuilder) -> Result<(), TraceError> {

@@ -667,6 +667,14 @@ pub fn nest_held(
     options: &NestOptions,
     stream: StreamOptions,
 ) -> Result<Nesting, StreamError> {
+    // A trace of no more ends than a segment fits the first chunk: nested whole, as
+    // `nest` nests its file, without ordering its ends.
+    let ends: usize = (trace.messages.iter())
+        .map(|m| usize::from(m.sent().is_some()) + usize::from(m.received().is_some()))
+        .sum();
+    if ends <= stream.segment_lines {
+        return Ok(nesting::nest(trace, options)?);
+    }
     let (pairs, _) = nesting::call_pairs::find_call_pairs(trace);
     let index: HashMap<(u32, u32, u32, Nanos), u32> = pairs
         .iter()

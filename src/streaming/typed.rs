@@ -66,6 +66,9 @@ impl Stream {
 /// Every input's ends, merged by time as they arrive.
 pub(super) struct MergedEnds<'k> {
     streams: Vec<Stream>,
+    /// The stream whose next end is earliest ([`MergedEnds::earliest`]), found once per
+    /// end.
+    next: Option<usize>,
     read: u64,
     /// Where each end read is also written.
     keep: Option<&'k mut Keep>,
@@ -75,11 +78,14 @@ impl<'k> MergedEnds<'k> {
     /// Opens the merge: waits for each input's first ends.
     pub(super) fn new(inputs: Vec<EndsInput>, keep: Option<&'k mut Keep>) -> MergedEnds<'k> {
         let streams = inputs.into_iter().map(Stream::new).collect();
-        MergedEnds {
+        let mut merged = MergedEnds {
             streams,
+            next: None,
             read: 0,
             keep,
-        }
+        };
+        merged.next = merged.earliest();
+        merged
     }
 
     /// The input whose next end is earliest (ties to the first given).
@@ -113,11 +119,11 @@ impl Ends for MergedEnds<'_> {
     type Store = EndBlock;
 
     fn next_time(&self) -> Option<Nanos> {
-        self.streams[self.earliest()?].next_time()
+        self.streams[self.next?].next_time()
     }
 
     fn take(&mut self, into: Option<&mut EndBlock>) -> Result<(), TraceError> {
-        let Some(s) = self.earliest() else {
+        let Some(s) = self.next else {
             return Ok(());
         };
         let stream = &mut self.streams[s];
@@ -130,6 +136,7 @@ impl Ends for MergedEnds<'_> {
         }
         self.read += 1;
         stream.advance();
+        self.next = self.earliest();
         Ok(())
     }
 

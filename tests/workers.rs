@@ -166,15 +166,25 @@ fn a_lost_process_fails_the_run_and_is_named() {
         .arg("--cluster")
         .arg(&cluster)
         .get_output_owned_in_thread();
-    let mut stream = loop {
+    // The stand-in connects, says it is process 1 and hangs up; again if process 0 has
+    // not ended a few seconds later (about one run in thirty, the first connection
+    // reached something else listening there for a moment, and process 0 waited 60 s).
+    while !first.is_finished() {
         match std::net::TcpStream::connect(&addresses[0]) {
             // (A socket connected to itself, which a port nobody listens on yet allows.)
-            Ok(stream) if stream.local_addr().ok() != stream.peer_addr().ok() => break stream,
+            Ok(mut stream) if stream.local_addr().ok() != stream.peer_addr().ok() => {
+                std::io::Write::write_all(&mut stream, &1u64.to_be_bytes()).unwrap();
+                drop(stream);
+                for _ in 0..100 {
+                    if first.is_finished() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
             _ => std::thread::sleep(std::time::Duration::from_millis(50)),
         }
-    };
-    std::io::Write::write_all(&mut stream, &1u64.to_be_bytes()).unwrap();
-    drop(stream);
+    }
     let first = first.join().unwrap();
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert_eq!(first.status.code(), Some(1), "{stderr}");

@@ -97,32 +97,44 @@ fn cluster_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
 }
 
 /// Two processes on localhost, one worker each, write what one process writes: the
-/// first every output, the second nothing on stdout.
+/// first every output, the second nothing on stdout; it says what it did.
 #[test]
 fn two_processes_nest_as_one_does() {
     let _alone = ONE_CLUSTER_AT_A_TIME
         .lock()
         .unwrap_or_else(|e| e.into_inner());
+    // In segments: each segment's nodes are shared between the processes.
+    let lent = two_processes_alike(&["--segment-lines", "2000", "traces/multitier.trace"]);
+    assert!(lent.contains("lent its 1 worker to process 0"), "{lent}");
+    // Whole, with a window small enough that nodes are cut in two at quiet instants:
+    // halves of process 0's nodes are settled by process 1.
+    let lent = two_processes_alike(&["--learn-window", "100", "traces/multitier.trace"]);
+    let halves: usize = lent
+        .split("decided, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of halves in {lent:?}"));
+    assert!(halves > 0, "{lent}");
+}
+
+/// Runs `nest --workers 1` with `args` alone and as two processes of a cluster, checks
+/// that the first process writes what one alone does and the second nothing on stdout,
+/// and returns what the second wrote on stderr.
+fn two_processes_alike(args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, _) = cluster_file(dir.path());
-    let args = [
-        "nest",
-        "--workers",
-        "1",
-        "--segment-lines",
-        "2000",
-        "traces/multitier.trace",
-    ];
-    let alone = blackbox().args(args).output().unwrap();
+    let args = [&["nest", "--workers", "1"][..], args].concat();
+    let alone = blackbox().args(&args).output().unwrap();
     assert!(alone.status.success());
     let second = blackbox()
-        .args(args)
+        .args(&args)
         .arg("--cluster")
         .arg(&cluster)
         .args(["--process", "1"])
         .get_output_owned_in_thread();
     let first = blackbox()
-        .args(args)
+        .args(&args)
         .arg("--cluster")
         .arg(&cluster)
         .args(["--process", "0"])
@@ -142,7 +154,7 @@ fn two_processes_nest_as_one_does() {
     assert!(first.stdout == alone.stdout, "stdout differs");
     assert!(first.stderr == alone.stderr, "stderr differs");
     assert!(second.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&second.stderr).contains("lent its 1 worker to process 0"));
+    String::from_utf8_lossy(&second.stderr).into_owned()
 }
 
 /// A process lost mid-run fails the run (exit 1: not the input's fault) with an

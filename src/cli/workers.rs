@@ -42,11 +42,14 @@ impl AlgorithmArgs {
         let addresses = cluster_addresses(file)?;
         let engine = Engine::start_cluster(&addresses, process, threads, CLUSTER_PATIENCE)?;
         if !engine.feeds() {
-            engine.finish()?;
-            let workers = if threads == 1 { "worker" } else { "workers" };
+            let done = engine.finish()?;
             eprintln!(
-                "blackbox: process {process} lent its {threads} {workers} to process 0 ({}), which is done",
-                addresses[0]
+                "blackbox: process {process} lent its {} to process 0 ({}), which is done \
+                 (here: {} decided, {} of nodes cut in two settled)",
+                counted(threads, "worker", "workers"),
+                addresses[0],
+                counted(done.nodes, "node", "nodes"),
+                counted(done.halves, "half", "halves"),
             );
             return Ok(Role::Lent);
         }
@@ -54,6 +57,11 @@ impl AlgorithmArgs {
         let _ = CLUSTER.set(engine);
         Ok(Role::Run(Some(engine)))
     }
+}
+
+/// `n` and the noun in the number it takes.
+fn counted(n: usize, one: &str, more: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { more })
 }
 
 /// Where the nestings of this run decide: the cluster's engine, or one worker per

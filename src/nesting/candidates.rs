@@ -11,7 +11,7 @@ use hashbrown::HashMap;
 /// The candidate parents of each child of one node, in compressed rows: the candidates
 /// of child `k` are `parents[offsets[k]..offsets[k + 1]]`, as indexes into the node's
 /// incoming calls, earliest-starting first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Candidates {
     /// Row starts, one per child plus the end.
     pub offsets: Vec<u32>,

@@ -10,18 +10,21 @@
 
 mod cluster;
 
+use super::joint::{Half, Halves, JointChoice};
 use super::node::{decide, NodeInput, NodeOutcome};
 use super::NestOptions;
 use crate::trace::NodeId;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
-use timely::dataflow::operators::{Exchange, Inspect};
+use timely::dataflow::operators::{Exchange, Inspect, Probe};
 use timely::dataflow::InputHandle;
 
 /// Where the per-node choices run.
@@ -128,7 +131,7 @@ pub struct Engine {
     /// The first process's link to worker 0, which feeds the dataflow; `None` in the
     /// other processes of a cluster, and once finished.
     feed: Mutex<Option<Feed>>,
-    guards: Mutex<Option<timely::communication::WorkerGuards<()>>>,
+    guards: Mutex<Option<timely::communication::WorkerGuards<Done>>>,
 }
 
 struct Feed {
@@ -159,7 +162,7 @@ impl Engine {
             .communication
             .try_build()
             .map_err(WorkerError::Start)?;
-        Engine::launch((builders, others), peers, true)
+        Engine::launch((builders, others), (peers, None), true)
     }
 
     /// Starts this process's `threads` workers of a cluster: one process per address
@@ -188,20 +191,24 @@ impl Engine {
             .into_iter()
             .map(timely::communication::AllocatorBuilder::Tcp)
             .collect();
+        // A node cut in two sends its second half to the worker of the same place in
+        // the next process: threads of one process share its pool already.
+        let far = (addresses.len() > 1).then_some(threads);
         Engine::launch(
             (builders, Box::new(guard)),
-            threads * addresses.len(),
+            (threads * addresses.len(), far),
             process == 0,
         )
     }
 
-    /// Starts the workers; `first`: whether worker 0, which feeds the dataflow, is here.
+    /// Starts the workers, `peers` in all, halves sent `far` workers on (see
+    /// [`run_worker`]); `first`: whether worker 0, which feeds the dataflow, is here.
     fn launch(
         (builders, others): (
             Vec<timely::communication::AllocatorBuilder>,
             Box<dyn std::any::Any + Send>,
         ),
-        peers: usize,
+        (peers, far): (usize, Option<usize>),
         first: bool,
     ) -> Result<Engine, WorkerError> {
         let (tasks, tasks_in) = mpsc::channel();
@@ -222,7 +229,7 @@ impl Engine {
                     let _ = thread.send(std::thread::current());
                     links
                 });
-                run_worker(worker, links);
+                run_worker(worker, links, far)
             },
         )
         .map_err(WorkerError::Start)?;
@@ -319,8 +326,9 @@ impl Engine {
         Ok(outcomes)
     }
 
-    /// Closes the dataflow and waits for every worker of this process to stop.
-    pub fn finish(&self) -> Result<(), WorkerError> {
+    /// Closes the dataflow, waits for every worker of this process to stop, and says
+    /// what they did.
+    pub fn finish(&self) -> Result<Done, WorkerError> {
         // Worker 0 closes the dataflow's input when the feed closes; the others stop when
         // it does.
         // Woken, or it would notice only when its nap ends (a tenth of a second added to
@@ -332,15 +340,18 @@ impl Engine {
         }
         let guards = self.guards.lock().expect("not poisoned").take();
         let Some(guards) = guards else {
-            return Ok(());
+            return Ok(Done::default());
         };
         // A cluster's links are joined last, and panic there if a process was lost.
         let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guards.join()));
         let lost = |why: String| WorkerError::Lost(cluster::lost().unwrap_or(why));
+        let mut done = Done::default();
         for result in joined.map_err(|_| lost("a link to another process broke".into()))? {
-            result.map_err(lost)?;
+            let worker = result.map_err(lost)?;
+            done.nodes += worker.nodes;
+            done.halves += worker.halves;
         }
-        Ok(())
+        Ok(done)
     }
 }
 
@@ -365,68 +376,130 @@ fn wait_lending<T>(from: &mpsc::Receiver<T>) -> Option<T> {
     }
 }
 
+/// What the workers of one process did, once finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Done {
+    /// Nodes whose parents they chose.
+    pub nodes: usize,
+    /// Second halves of nodes cut in two that they settled for another process.
+    pub halves: usize,
+}
+
+/// A half of a node cut in two, sent by worker `from` to be settled by worker `to`.
+#[derive(Clone, Serialize, Deserialize)]
+struct HalfTask {
+    to: u64,
+    from: u64,
+    /// Which of `from`'s halves it is.
+    id: u64,
+    half: Half,
+}
+
+/// A half's choice, or what stopped its worker from settling it, for worker `to`.
+#[derive(Clone, Serialize, Deserialize)]
+struct Settled {
+    to: u64,
+    id: u64,
+    choice: Result<JointChoice, String>,
+}
+
+/// Where a half's choice goes, or what stopped it.
+type HalfAnswer = mpsc::Sender<Result<JointChoice, String>>;
+
+/// A half to send, asked for by a choice on rayon's pool, and where its answer goes.
+type Ask = (Half, HalfAnswer);
+
 /// One worker's life: builds the dataflow (route each task to its worker, decide it
-/// there on rayon's pool, send the outcome to worker 0); worker 0 feeds it tasks as they
-/// come and hands back outcomes as they arrive, until the feed closes.
-fn run_worker(worker: &mut timely::worker::Worker, links: Option<WorkerLinks>) {
-    let mut input = InputHandle::<u64, CapacityContainerBuilder<Vec<Task>>>::new();
+/// there on rayon's pool, send the outcome to worker 0; and where a node is cut in two,
+/// route its second half to a worker of the next process, settle it there, and send the
+/// choice back); worker 0 feeds it tasks as they come and hands back outcomes as they
+/// arrive, until the feed closes. `far`: how many workers on from this one the worker of
+/// the next process is, where there are several processes.
+fn run_worker(
+    worker: &mut timely::worker::Worker,
+    links: Option<WorkerLinks>,
+    far: Option<usize>,
+) -> Done {
+    let index = worker.index() as u64;
+    let peers = worker.peers() as u64;
+    let mut tasks_input = InputHandle::<u64, CapacityContainerBuilder<Vec<Task>>>::new();
+    let mut halves_input = InputHandle::<u64, CapacityContainerBuilder<Vec<HalfTask>>>::new();
     let collected: Rc<RefCell<Vec<Answer>>> = Rc::default();
     let sink = Rc::clone(&collected);
+    // Halves sent, by id, waiting for their choice.
+    let waiting: Rc<RefCell<HashMap<u64, HalfAnswer>>> = Rc::default();
+    let delivered = Rc::clone(&waiting);
+    let (asks, asked) = mpsc::channel::<Ask>();
+    let this_thread = std::thread::current();
+    let decided = timely::dataflow::operators::probe::Handle::new();
+    let (nodes, halves) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (nodes_counted, halves_counted) = (Arc::clone(&nodes), Arc::clone(&halves));
     worker.dataflow::<u64, _, _>(|scope| {
-        let worker = scope.worker();
-        input
-            .to_stream(scope)
-            .exchange(|task: &Task| task.worker)
-            .unary::<CapacityContainerBuilder<Vec<Answer>>, _, _, _>(
-                Pipeline,
-                "Decide",
-                |initial, info| {
-                    // Only the tasks' own capabilities are held: the dataflow ends when
-                    // the input closes and every task is answered.
-                    drop(initial);
-                    let activator = worker.sync_activator_for(info.address.to_vec());
-                    let mut deciding: Vec<(
-                        timely::dataflow::operators::Capability<u64>,
-                        mpsc::Receiver<Answer>,
-                    )> = Vec::new();
-                    move |tasks, answers| {
-                        tasks.for_each(|capability, batch| {
-                            for task in batch.drain(..) {
-                                let (answer, answered) = mpsc::channel();
-                                let activator = activator.clone();
-                                // On rayon's pool, not this worker's thread, which goes on
-                                // routing: the choice splits itself with rayon::join, and
-                                // one made inside the pool shares the work of every node
-                                // at once (the 6.6 GB capture set: 114 s against 101 s
-                                // when a worker's thread joined from outside).
-                                rayon::spawn(move || {
-                                    let _ = answer.send(decide_caught(task.input, &task.options));
-                                    let _ = activator.activate();
-                                });
-                                let held = capability.retain_least(0).expect("tasks carry a time");
-                                deciding.push((held, answered));
-                            }
-                        });
-                        deciding.retain(|(capability, answered)| {
-                            let answer = match answered.try_recv() {
-                                Ok(answer) => answer,
-                                Err(mpsc::TryRecvError::Empty) => return true,
-                                Err(mpsc::TryRecvError::Disconnected) => {
-                                    Err("a choice stopped without an answer".into())
-                                }
-                            };
-                            answers.session(capability).give(answer);
-                            false
-                        });
-                    }
-                },
-            )
-            .exchange(|_: &Answer| 0)
-            .inspect(move |answer: &Answer| sink.borrow_mut().push(answer.clone()));
+        let decide = move |task: Task| -> Answer {
+            nodes_counted.fetch_add(1, Ordering::Relaxed);
+            let (asks, thread, node) = (asks.clone(), this_thread.clone(), task.input.node);
+            let send = move |half: Half| -> Box<dyn FnOnce() -> JointChoice + Send> {
+                let (answer, answered) = mpsc::channel();
+                if asks.send((half, answer)).is_err() {
+                    panic!(
+                        "the worker that sends node {}'s second half is gone",
+                        node.0
+                    );
+                }
+                thread.unpark();
+                Box::new(move || match wait_lending(&answered) {
+                    Some(Ok(choice)) => choice,
+                    Some(Err(why)) => panic!("{why}"),
+                    None => panic!("node {}'s second half was not settled", node.0),
+                })
+            };
+            let halves = match far {
+                Some(_) => Halves::Elsewhere(&send),
+                None => Halves::Here,
+            };
+            caught(node, || decide(task.input, &task.options, halves))
+        };
+        on_pool(
+            tasks_input
+                .to_stream(scope)
+                .exchange(|task: &Task| task.worker),
+            "Decide",
+            decide,
+        )
+        .exchange(|_: &Answer| 0)
+        .inspect(move |answer: &Answer| sink.borrow_mut().push(answer.clone()))
+        .probe_with(&decided);
+        let settle = move |task: HalfTask| {
+            halves_counted.fetch_add(1, Ordering::Relaxed);
+            let settled = std::panic::AssertUnwindSafe(|| task.half.settle());
+            Settled {
+                to: task.from,
+                id: task.id,
+                choice: std::panic::catch_unwind(settled).map_err(|panic| {
+                    format!("settling half of a node failed: {}", panic_text(&panic))
+                }),
+            }
+        };
+        on_pool(
+            halves_input
+                .to_stream(scope)
+                .exchange(|task: &HalfTask| task.to),
+            "Settle",
+            settle,
+        )
+        .exchange(|settled: &Settled| settled.to)
+        .inspect(move |settled: &Settled| {
+            if let Some(answer) = delivered.borrow_mut().remove(&settled.id) {
+                let _ = answer.send(settled.choice.clone());
+            }
+        });
     });
-    if let Some((tasks, answers)) = links {
-        let mut epoch = 0u64;
-        'fed: loop {
+    let mut feed = links;
+    let mut tasks_input = Some(tasks_input).filter(|_| feed.is_some());
+    let mut halves_input = Some(halves_input);
+    let (mut tasks_epoch, mut halves_epoch, mut next_id) = (0u64, 0u64, 0u64);
+    loop {
+        if let (Some((tasks, _)), Some(input)) = (&feed, &mut tasks_input) {
             let (mut open, mut sent) = (true, false);
             loop {
                 match tasks.try_recv() {
@@ -442,40 +515,123 @@ fn run_worker(worker: &mut timely::worker::Worker, links: Option<WorkerLinks>) {
                 }
             }
             if !open {
-                break;
-            }
-            if sent {
+                tasks_input = None;
+            } else if sent {
                 // Closing a time is what pushes the records on to the other workers
                 // (a flush leaves them in the exchange's buffers).
-                epoch += 1;
-                input.advance_to(epoch);
+                tasks_epoch += 1;
+                input.advance_to(tasks_epoch);
             }
-            // Parked for a while at most: a lost process wakes no one.
-            worker.step_or_park(Some(PATIENCE_STEP));
+        }
+        if let Some(input) = &mut halves_input {
+            let mut sent = false;
+            while let Ok((half, answer)) = asked.try_recv() {
+                let to = (index + far.unwrap_or(0) as u64) % peers;
+                waiting.borrow_mut().insert(next_id, answer);
+                input.send(HalfTask {
+                    to,
+                    from: index,
+                    id: next_id,
+                    half,
+                });
+                next_id += 1;
+                sent = true;
+            }
+            if sent {
+                halves_epoch += 1;
+                input.advance_to(halves_epoch);
+            }
+            // Every node decided, everywhere: no half will be asked for again.
+            if decided.done() {
+                halves_input = None;
+            }
+        }
+        // Parked for a while at most: a lost process wakes no one.
+        if !worker.step_or_park(Some(PATIENCE_STEP)) {
+            break;
+        }
+        if let Some((_, answers)) = &feed {
             for answer in collected.borrow_mut().drain(..) {
                 if answers.send(answer).is_err() {
-                    break 'fed;
+                    tasks_input = None;
+                    feed = None;
+                    break;
                 }
             }
         }
     }
-    drop(input);
-    while worker.step_or_park(Some(PATIENCE_STEP)) {}
+    Done {
+        nodes: nodes.load(Ordering::Relaxed),
+        halves: halves.load(Ordering::Relaxed),
+    }
+}
+
+/// `stream`'s records each handed to rayon's pool to `work` on, their answers given at
+/// the records' times: the worker's thread goes on routing meanwhile. Each record's
+/// capability is held until its answer comes back, so the stream ends when its input
+/// has closed and every record is answered.
+fn on_pool<'scope, I, O>(
+    stream: timely::dataflow::StreamVec<'scope, u64, I>,
+    name: &str,
+    work: impl Fn(I) -> O + Send + Sync + 'static,
+) -> timely::dataflow::StreamVec<'scope, u64, O>
+where
+    I: Send + 'static,
+    O: Clone + Send + 'static,
+{
+    let worker = stream.scope().worker();
+    let work = Arc::new(work);
+    stream.unary::<CapacityContainerBuilder<Vec<O>>, _, _, _>(Pipeline, name, |initial, info| {
+        // Only the records' own capabilities are held.
+        drop(initial);
+        let activator = worker.sync_activator_for(info.address.to_vec());
+        let mut working: Vec<(
+            timely::dataflow::operators::Capability<u64>,
+            mpsc::Receiver<O>,
+        )> = Vec::new();
+        move |records, answers| {
+            records.for_each(|capability, batch| {
+                for record in batch.drain(..) {
+                    let (answer, answered) = mpsc::channel();
+                    let (activator, work) = (activator.clone(), Arc::clone(&work));
+                    // On rayon's pool, not this worker's thread: the choice splits
+                    // itself with rayon::join, and one made inside the pool shares the
+                    // work of every node at once (the 6.6 GB capture set: 114 s against
+                    // 101 s when a worker's thread joined from outside).
+                    rayon::spawn(move || {
+                        let _ = answer.send(work(record));
+                        let _ = activator.activate();
+                    });
+                    let held = capability.retain_least(0).expect("records carry a time");
+                    working.push((held, answered));
+                }
+            });
+            working.retain(|(capability, answered)| match answered.try_recv() {
+                Ok(answer) => {
+                    answers.session(capability).give(answer);
+                    false
+                }
+                Err(mpsc::TryRecvError::Empty) => true,
+                // `work` panicked: it turns its own panics into answers.
+                Err(mpsc::TryRecvError::Disconnected) => false,
+            });
+        }
+    })
 }
 
 /// How long an idle worker sleeps before it looks at its links again.
 const PATIENCE_STEP: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// [`decide`], with a panic turned into an answer: a worker that panicked would leave
-/// worker 0 waiting for its outcome forever.
-fn decide_caught(input: NodeInput, options: &NestOptions) -> Answer {
-    let node = input.node;
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decide(input, options))).map_err(
-        |panic| {
-            let what = (panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            format!("deciding node {} failed: {what}", node.0)
-        },
-    )
+/// `choose`'s outcome for `node`, with a panic turned into an answer: a worker that
+/// panicked would leave worker 0 waiting for its outcome forever.
+fn caught(node: NodeId, choose: impl FnOnce() -> NodeOutcome) -> Answer {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(choose))
+        .map_err(|panic| format!("deciding node {} failed: {}", node.0, panic_text(&panic)))
+}
+
+/// What a panic said.
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    (panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }

@@ -7,7 +7,7 @@ use crate::trace::{Nanos, NodeId};
 use hashbrown::HashMap;
 
 /// Exponential delay bins: bin `k` holds delays in `[floor·base^k, floor·base^(k+1))`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Bins {
     inv_ln_base: f64,
     floor: f64,

@@ -140,13 +140,14 @@ mod assign;
 mod by_kind;
 mod calls;
 mod families;
+mod half;
 mod likelihood;
 mod model;
 mod search;
 mod split;
 mod starts;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 use super::call_pairs::CallPair;
 use super::candidates::Candidates;
@@ -154,11 +155,13 @@ use super::parents::NO_PARENT;
 use super::scoreboard::Bins;
 use crate::trace::Nanos;
 use calls::NodeCalls;
+use half::HalfView;
 use search::Assignment;
 use search::Scope;
 use split::{after_cut, middle_cut, start_after_cut, Cut};
 use starts::{arrivals_start, extend, returns_start, settle, soft_start, Learning};
 
+pub use half::{Half, Halves};
 pub use starts::async_start;
 
 /// Mean candidates per child from which the robust and soft starts are tried too:
@@ -218,6 +221,7 @@ pub struct CallFacts<'a> {
 pub const NO_CONNECTION: u64 = u64::MAX;
 
 /// The joint choice for one node.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JointChoice {
     /// Per child, the index into `incoming` of its parent, or [`NO_PARENT`].
     pub parents: Vec<u32>,
@@ -298,7 +302,8 @@ pub enum Start {
 /// Improves `start` for the children of one node. `incoming` and `outgoing` are sorted
 /// as for the candidates.
 ///
-/// `facts` tells each call pair's operation and connection (see [`CallFacts`]).
+/// `facts` tells each call pair's operation and connection (see [`CallFacts`]); where a
+/// node is cut in two, `halves` says where its second half is settled.
 #[allow(clippy::too_many_arguments)]
 pub fn choose_jointly(
     pairs: &[CallPair],
@@ -307,7 +312,7 @@ pub fn choose_jointly(
     candidates: &Candidates,
     scale: NodeSettings,
     start: Start,
-    explain: Option<usize>,
+    (explain, halves): (Option<usize>, Halves<'_>),
     facts: CallFacts<'_>,
 ) -> JointChoice {
     let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale, facts);
@@ -345,6 +350,7 @@ pub fn choose_jointly(
         candidates,
         scale,
         facts,
+        halves,
     };
     if !calls.dense {
         // One start, settled in two halves on two cores where a quiet instant leaves a
@@ -619,13 +625,15 @@ struct Node<'a> {
     candidates: &'a Candidates,
     scale: NodeSettings,
     facts: CallFacts<'a>,
+    halves: Halves<'a>,
 }
 
 impl Node<'_> {
     /// The choice for the children before `cut` by `first` (given the child to explain
     /// among them), and for those after it settled at the same time as a node of their
     /// own, under a model of their own, from `start` (with the start's robustness and
-    /// whether the node is dense), side by side.
+    /// whether the node is dense): side by side here, or sent to another worker while
+    /// this one settles the first (but for a child to explain among them).
     fn in_two(
         &self,
         cut: Cut,
@@ -633,29 +641,29 @@ impl Node<'_> {
         (start, learning, dense): (&[u32], Learning, bool),
         explain: Option<usize>,
     ) -> JointChoice {
-        let (mut before, after) = rayon::join(
-            || first(explain.filter(|&k| k < cut.children)),
-            || {
-                let rest = after_cut(self.candidates, cut);
-                let mut calls = NodeCalls::new(
-                    self.pairs,
-                    &self.incoming[cut.parents as usize..],
-                    &self.outgoing[cut.children..],
-                    &rest,
-                    self.scale,
-                    self.facts,
-                );
-                calls.set_dense(dense);
-                let start = start_after_cut(start, cut);
-                let all = Scope::all(&rest, self.incoming.len() - cut.parents as usize);
-                let end = settle(&calls, &rest, start, learning, all);
-                chosen(
-                    &settled(end, learning),
-                    &rest,
-                    explain.and_then(|k| k.checked_sub(cut.children)),
-                )
-            },
-        );
+        let rest = after_cut(self.candidates, cut);
+        let after = HalfView {
+            pairs: self.pairs,
+            incoming: &self.incoming[cut.parents as usize..],
+            outgoing: &self.outgoing[cut.children..],
+            candidates: &rest,
+            settings: self.scale,
+            facts: self.facts,
+        };
+        let start = start_after_cut(start, cut);
+        let explain_after = explain.and_then(|k| k.checked_sub(cut.children));
+        let explain_before = explain.filter(|&k| k < cut.children);
+        let (mut before, after) = match self.halves {
+            Halves::Elsewhere(send) if explain_after.is_none() => {
+                let answer = send(after.owned(start, (learning, dense)));
+                let before = first(explain_before);
+                (before, answer())
+            }
+            _ => rayon::join(
+                || first(explain_before),
+                || after.settle(start, (learning, dense), explain_after),
+            ),
+        };
         let shifted = |p: u32| if p == NO_PARENT { p } else { p + cut.parents };
         before
             .parents
@@ -750,7 +758,7 @@ fn chosen(state: &Assignment, candidates: &Candidates, explain: Option<usize>) -
 /// What the joint choice needs to know of one node besides its calls: how delays are
 /// binned and how early a child may seem, how many calls the trace lost, whether
 /// children may be asynchronous, and how thoroughly the search weighs again.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NodeSettings {
     /// The delay bins.
     pub bins: Bins,

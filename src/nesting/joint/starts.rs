@@ -146,7 +146,7 @@ pub(super) fn likeliest(shares: impl Iterator<Item = f64>) -> usize {
 }
 
 /// How hard EM learns as it settles a start.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Learning {
     /// Each delay density learned from the delays that fit it best ([`super::model::LEFT_OUT`]).
     pub(super) robust: bool,

@@ -137,7 +137,7 @@ fn dense_two_steps(requests: u32) -> String {
 }
 
 /// [`dense_two_steps`], a second's pause after every `burst` requests.
-fn dense_two_steps_in_bursts(requests: u32, burst: u32) -> String {
+pub(crate) fn dense_two_steps_in_bursts(requests: u32, burst: u32) -> String {
     let mut uniform = uniform_numbers(2_024);
     let mut lines = Vec::new();
     let mut t = 0.0;

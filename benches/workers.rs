@@ -43,7 +43,7 @@ fn main() {
     }
     println!("blackbox nest -q, 2 cores");
     println!(
-        "{:<28} {:<22} {:>8} {:>8} {:>10} {:>8}  output",
+        "{:<28} {:<26} {:>8} {:>8} {:>10} {:>8}  output",
         "input", "run", "wall", "CPU", "peak", "speed-up"
     );
     for (name, files) in &inputs {
@@ -61,7 +61,7 @@ fn main() {
                 }
             };
             println!(
-                "{name:<28} {label:<22} {:>7.1}s {:>7.1}s {:>7.0} MB {:>7.2}×  {}",
+                "{name:<28} {label:<26} {:>7.1}s {:>7.1}s {:>7.0} MB {:>7.2}×  {}",
                 measured.wall,
                 measured.cpu,
                 measured.peak as f64 / 1e6,

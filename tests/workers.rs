@@ -107,15 +107,15 @@ fn two_processes_nest_as_one_does() {
     let lent = two_processes_alike(&["--segment-lines", "2000", "traces/multitier.trace"]);
     assert!(lent.contains("lent its 1 worker to process 0"), "{lent}");
     // Whole, with a window small enough that nodes are cut in two at quiet instants:
-    // halves of process 0's nodes are settled by process 1.
+    // parts of process 0's nodes' choices run on process 1.
     let lent = two_processes_alike(&["--learn-window", "100", "traces/multitier.trace"]);
-    let halves: usize = lent
+    let parts: usize = lent
         .split("decided, ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of halves in {lent:?}"));
-    assert!(halves > 0, "{lent}");
+        .unwrap_or_else(|| panic!("no count of parts in {lent:?}"));
+    assert!(parts > 0, "{lent}");
 }
 
 /// Runs `nest --workers 1` with `args` alone and as two processes of a cluster, checks

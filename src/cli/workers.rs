@@ -45,11 +45,11 @@ impl AlgorithmArgs {
             let done = engine.finish()?;
             eprintln!(
                 "blackbox: process {process} lent its {} to process 0 ({}), which is done \
-                 (here: {} decided, {} of nodes cut in two settled)",
+                 (here: {} decided, {} of other nodes' choices run)",
                 counted(threads, "worker", "workers"),
                 addresses[0],
                 counted(done.nodes, "node", "nodes"),
-                counted(done.halves, "half", "halves"),
+                counted(done.parts, "part", "parts"),
             );
             return Ok(Role::Lent);
         }

@@ -10,7 +10,7 @@
 
 mod cluster;
 
-use super::joint::{Half, Halves, JointChoice};
+use super::joint::{Sharing, Work, Worked};
 use super::node::{decide, NodeInput, NodeOutcome};
 use super::NestOptions;
 use crate::trace::NodeId;
@@ -191,8 +191,8 @@ impl Engine {
             .into_iter()
             .map(timely::communication::AllocatorBuilder::Tcp)
             .collect();
-        // A node cut in two sends its second half to the worker of the same place in
-        // the next process: threads of one process share its pool already.
+        // The parts of a node's choice that can run apart go to the worker of the same
+        // place in the next process: threads of one process share its pool already.
         let far = (addresses.len() > 1).then_some(threads);
         Engine::launch(
             (builders, Box::new(guard)),
@@ -201,7 +201,7 @@ impl Engine {
         )
     }
 
-    /// Starts the workers, `peers` in all, halves sent `far` workers on (see
+    /// Starts the workers, `peers` in all, parts of choices sent `far` workers on (see
     /// [`run_worker`]); `first`: whether worker 0, which feeds the dataflow, is here.
     fn launch(
         (builders, others): (
@@ -349,7 +349,7 @@ impl Engine {
         for result in joined.map_err(|_| lost("a link to another process broke".into()))? {
             let worker = result.map_err(lost)?;
             done.nodes += worker.nodes;
-            done.halves += worker.halves;
+            done.parts += worker.parts;
         }
         Ok(done)
     }
@@ -381,38 +381,39 @@ fn wait_lending<T>(from: &mpsc::Receiver<T>) -> Option<T> {
 pub struct Done {
     /// Nodes whose parents they chose.
     pub nodes: usize,
-    /// Second halves of nodes cut in two that they settled for another process.
-    pub halves: usize,
+    /// Parts of other processes' nodes' choices that they ran (second halves of nodes
+    /// cut in two, robust starts).
+    pub parts: usize,
 }
 
-/// A half of a node cut in two, sent by worker `from` to be settled by worker `to`.
+/// A part of a node's choice, sent by worker `from` to be run by worker `to`.
 #[derive(Clone, Serialize, Deserialize)]
-struct HalfTask {
+struct PartTask {
     to: u64,
     from: u64,
-    /// Which of `from`'s halves it is.
+    /// Which of `from`'s parts it is.
     id: u64,
-    half: Half,
+    work: Work,
 }
 
-/// A half's choice, or what stopped its worker from settling it, for worker `to`.
+/// What a part came to, or what stopped its worker from running it, for worker `to`.
 #[derive(Clone, Serialize, Deserialize)]
-struct Settled {
+struct PartDone {
     to: u64,
     id: u64,
-    choice: Result<JointChoice, String>,
+    worked: Result<Worked, String>,
 }
 
-/// Where a half's choice goes, or what stopped it.
-type HalfAnswer = mpsc::Sender<Result<JointChoice, String>>;
+/// Where a part's answer goes.
+type PartAnswer = mpsc::Sender<Result<Worked, String>>;
 
-/// A half to send, asked for by a choice on rayon's pool, and where its answer goes.
-type Ask = (Half, HalfAnswer);
+/// A part to send, asked for by a choice on rayon's pool, and where its answer goes.
+type Ask = (Work, PartAnswer);
 
 /// One worker's life: builds the dataflow (route each task to its worker, decide it
-/// there on rayon's pool, send the outcome to worker 0; and where a node is cut in two,
-/// route its second half to a worker of the next process, settle it there, and send the
-/// choice back); worker 0 feeds it tasks as they come and hands back outcomes as they
+/// there on rayon's pool, send the outcome to worker 0; and the parts of a node's choice
+/// that can run apart, route each to a worker of the next process, run it there, and
+/// send its answer back); worker 0 feeds it tasks as they come and hands back outcomes as they
 /// arrive, until the feed closes. `far`: how many workers on from this one the worker of
 /// the next process is, where there are several processes.
 fn run_worker(
@@ -423,41 +424,38 @@ fn run_worker(
     let index = worker.index() as u64;
     let peers = worker.peers() as u64;
     let mut tasks_input = InputHandle::<u64, CapacityContainerBuilder<Vec<Task>>>::new();
-    let mut halves_input = InputHandle::<u64, CapacityContainerBuilder<Vec<HalfTask>>>::new();
+    let mut parts_input = InputHandle::<u64, CapacityContainerBuilder<Vec<PartTask>>>::new();
     let collected: Rc<RefCell<Vec<Answer>>> = Rc::default();
     let sink = Rc::clone(&collected);
-    // Halves sent, by id, waiting for their choice.
-    let waiting: Rc<RefCell<HashMap<u64, HalfAnswer>>> = Rc::default();
+    // Parts sent, by id, waiting for their answer.
+    let waiting: Rc<RefCell<HashMap<u64, PartAnswer>>> = Rc::default();
     let delivered = Rc::clone(&waiting);
     let (asks, asked) = mpsc::channel::<Ask>();
     let this_thread = std::thread::current();
     let decided = timely::dataflow::operators::probe::Handle::new();
-    let (nodes, halves) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (nodes_counted, halves_counted) = (Arc::clone(&nodes), Arc::clone(&halves));
+    let (nodes, parts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (nodes_counted, parts_counted) = (Arc::clone(&nodes), Arc::clone(&parts));
     worker.dataflow::<u64, _, _>(|scope| {
         let decide = move |task: Task| -> Answer {
             nodes_counted.fetch_add(1, Ordering::Relaxed);
             let (asks, thread, node) = (asks.clone(), this_thread.clone(), task.input.node);
-            let send = move |half: Half| -> Box<dyn FnOnce() -> JointChoice + Send> {
+            let send = move |work: Work| -> Box<dyn FnOnce() -> Worked + Send> {
                 let (answer, answered) = mpsc::channel();
-                if asks.send((half, answer)).is_err() {
-                    panic!(
-                        "the worker that sends node {}'s second half is gone",
-                        node.0
-                    );
+                if asks.send((work, answer)).is_err() {
+                    panic!("the worker that sends node {}'s parts is gone", node.0);
                 }
                 thread.unpark();
                 Box::new(move || match wait_lending(&answered) {
                     Some(Ok(choice)) => choice,
                     Some(Err(why)) => panic!("{why}"),
-                    None => panic!("node {}'s second half was not settled", node.0),
+                    None => panic!("a part of node {}'s choice did not come back", node.0),
                 })
             };
-            let halves = match far {
-                Some(_) => Halves::Elsewhere(&send),
-                None => Halves::Here,
+            let sharing = match far {
+                Some(_) => Sharing::Elsewhere(&send),
+                None => Sharing::Here,
             };
-            caught(node, || decide(task.input, &task.options, halves))
+            caught(node, || decide(task.input, &task.options, sharing))
         };
         on_pool(
             tasks_input
@@ -469,35 +467,35 @@ fn run_worker(
         .exchange(|_: &Answer| 0)
         .inspect(move |answer: &Answer| sink.borrow_mut().push(answer.clone()))
         .probe_with(&decided);
-        let settle = move |task: HalfTask| {
-            halves_counted.fetch_add(1, Ordering::Relaxed);
-            let settled = std::panic::AssertUnwindSafe(|| task.half.settle());
-            Settled {
+        let run = move |task: PartTask| {
+            parts_counted.fetch_add(1, Ordering::Relaxed);
+            let worked = std::panic::AssertUnwindSafe(|| task.work.run());
+            PartDone {
                 to: task.from,
                 id: task.id,
-                choice: std::panic::catch_unwind(settled).map_err(|panic| {
-                    format!("settling half of a node failed: {}", panic_text(&panic))
+                worked: std::panic::catch_unwind(worked).map_err(|panic| {
+                    format!("a part of a node's choice failed: {}", panic_text(&panic))
                 }),
             }
         };
         on_pool(
-            halves_input
+            parts_input
                 .to_stream(scope)
-                .exchange(|task: &HalfTask| task.to),
-            "Settle",
-            settle,
+                .exchange(|task: &PartTask| task.to),
+            "Part",
+            run,
         )
-        .exchange(|settled: &Settled| settled.to)
-        .inspect(move |settled: &Settled| {
-            if let Some(answer) = delivered.borrow_mut().remove(&settled.id) {
-                let _ = answer.send(settled.choice.clone());
+        .exchange(|done: &PartDone| done.to)
+        .inspect(move |done: &PartDone| {
+            if let Some(answer) = delivered.borrow_mut().remove(&done.id) {
+                let _ = answer.send(done.worked.clone());
             }
         });
     });
     let mut feed = links;
     let mut tasks_input = Some(tasks_input).filter(|_| feed.is_some());
-    let mut halves_input = Some(halves_input);
-    let (mut tasks_epoch, mut halves_epoch, mut next_id) = (0u64, 0u64, 0u64);
+    let mut parts_input = Some(parts_input);
+    let (mut tasks_epoch, mut parts_epoch, mut next_id) = (0u64, 0u64, 0u64);
     loop {
         if let (Some((tasks, _)), Some(input)) = (&feed, &mut tasks_input) {
             let (mut open, mut sent) = (true, false);
@@ -523,27 +521,27 @@ fn run_worker(
                 input.advance_to(tasks_epoch);
             }
         }
-        if let Some(input) = &mut halves_input {
+        if let Some(input) = &mut parts_input {
             let mut sent = false;
-            while let Ok((half, answer)) = asked.try_recv() {
+            while let Ok((work, answer)) = asked.try_recv() {
                 let to = (index + far.unwrap_or(0) as u64) % peers;
                 waiting.borrow_mut().insert(next_id, answer);
-                input.send(HalfTask {
+                input.send(PartTask {
                     to,
                     from: index,
                     id: next_id,
-                    half,
+                    work,
                 });
                 next_id += 1;
                 sent = true;
             }
             if sent {
-                halves_epoch += 1;
-                input.advance_to(halves_epoch);
+                parts_epoch += 1;
+                input.advance_to(parts_epoch);
             }
-            // Every node decided, everywhere: no half will be asked for again.
+            // Every node decided, everywhere: no part will be asked for again.
             if decided.done() {
-                halves_input = None;
+                parts_input = None;
             }
         }
         // Parked for a while at most: a lost process wakes no one.
@@ -562,7 +560,7 @@ fn run_worker(
     }
     Done {
         nodes: nodes.load(Ordering::Relaxed),
-        halves: halves.load(Ordering::Relaxed),
+        parts: parts.load(Ordering::Relaxed),
     }
 }
 

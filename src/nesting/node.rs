@@ -285,10 +285,10 @@ fn connection_key(trace: &Trace, call: CallId) -> u64 {
 
 /// Steps 2 and 3 for one node B: candidates, B's scoreboard, the greedy choice, with
 /// an asynchronous window the wider candidates, the joint choice, and dropping
-/// asynchronous links it is unsure of. Where the joint choice cuts B's calls in two,
-/// `halves` says where the second half is settled: the outcome is the same wherever.
-pub fn decide(input: NodeInput, options: &NestOptions, halves: joint::Halves<'_>) -> NodeOutcome {
-    run(input, options, halves, None)
+/// asynchronous links it is unsure of. `sharing` says where the parts of the joint
+/// choice that can run apart run: the outcome is the same wherever.
+pub fn decide(input: NodeInput, options: &NestOptions, sharing: joint::Sharing<'_>) -> NodeOutcome {
+    run(input, options, sharing, None)
 }
 
 /// [`decide`], with the decision of `call` (an index into the pairs, one of B's
@@ -302,14 +302,14 @@ pub(crate) fn decide_explained(
         call,
         ..DecisionRecord::default()
     };
-    let outcome = run(input, options, joint::Halves::Here, Some(&mut record));
+    let outcome = run(input, options, joint::Sharing::Here, Some(&mut record));
     (outcome, record)
 }
 
 fn run(
     input: NodeInput,
     options: &NestOptions,
-    halves: joint::Halves<'_>,
+    sharing: joint::Sharing<'_>,
     record: Option<&mut DecisionRecord>,
 ) -> NodeOutcome {
     let NodeInput {
@@ -399,7 +399,7 @@ fn run(
                         joint::Start::Given(local_start(given, incoming, outgoing, &candidates))
                     }
                 },
-                (order, halves),
+                (order, sharing),
                 joint::CallFacts {
                     operation: &|local| {
                         (operation.get(local as usize).copied()).unwrap_or(OperationId::NONE)
@@ -789,13 +789,13 @@ mod tests {
                 let bytes = postcard::to_allocvec(&input).unwrap();
                 let received: NodeInput = postcard::from_bytes(&bytes).unwrap();
                 assert_eq!(received, input);
-                let outcome = decide(input, &options, joint::Halves::Here);
+                let outcome = decide(input, &options, joint::Sharing::Here);
                 let bytes = postcard::to_allocvec(&outcome).unwrap();
                 assert_eq!(
                     postcard::from_bytes::<NodeOutcome>(&bytes).unwrap(),
                     outcome
                 );
-                assert_eq!(decide(received, &options, joint::Halves::Here), outcome);
+                assert_eq!(decide(received, &options, joint::Sharing::Here), outcome);
                 for (child, chosen, sure) in outcome.chosen {
                     parent[child as usize] = chosen;
                     confidence[child as usize] = sure;
@@ -815,7 +815,7 @@ mod tests {
         let options = NestOptions::default();
         let (_, inputs) = inputs(&trace, &options);
         let alone: Vec<NodeOutcome> = (inputs.iter().cloned())
-            .map(|input| decide(input, &options, joint::Halves::Here))
+            .map(|input| decide(input, &options, joint::Sharing::Here))
             .collect();
         let config = timely::Config {
             communication: timely::CommunicationConfig::ProcessBinary(3),
@@ -834,10 +834,11 @@ mod tests {
         engine.finish().unwrap();
     }
 
-    /// A node cut in two decides the same whether its second half is settled beside
-    /// the first or sent off as bytes and settled from them.
+    /// A node decides the same whether the parts of its choice that can run apart (a
+    /// second half, the robust start) run beside the rest or are sent off as bytes and
+    /// run from them.
     #[test]
-    fn a_half_sent_as_bytes_settles_as_it_does_beside_the_first() {
+    fn parts_sent_as_bytes_run_as_they_do_beside_the_rest() {
         let plain = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/multitier-sample.trace"
@@ -845,33 +846,40 @@ mod tests {
         let plain = trace_from_str(&std::fs::read_to_string(plain).unwrap());
         // Bursts of dense requests with pauses between: cut where the starts compared
         // on a window (the end kept is carried over the first half).
+        use std::sync::atomic::{AtomicUsize, Ordering};
         let dense = trace_from_str(&joint::tests::dense_two_steps_in_bursts(2400, 600));
-        for (trace, learn_window) in [
-            (decorated(), 2),
-            (plain.clone(), 3),
-            (plain, 40),
-            (dense, 500),
+        for (trace, learn_window, dense) in [
+            (decorated(), 2, false),
+            (plain.clone(), 3, false),
+            (plain, 40, false),
+            (dense, 500, true),
         ] {
             let options = NestOptions {
                 learn_window,
                 ..NestOptions::default()
             };
             let (_, inputs) = inputs(&trace, &options);
-            let sent = std::sync::atomic::AtomicUsize::new(0);
-            let send = |half: joint::Half| -> Box<dyn FnOnce() -> joint::JointChoice + Send> {
-                sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let bytes = postcard::to_allocvec(&half).unwrap();
-                let received: joint::Half = postcard::from_bytes(&bytes).unwrap();
-                assert_eq!(received, half);
-                let choice = postcard::to_allocvec(&received.settle()).unwrap();
-                Box::new(move || postcard::from_bytes(&choice).unwrap())
+            let (halves, starts) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            let send = |work: joint::Work| -> Box<dyn FnOnce() -> joint::Worked + Send> {
+                match &work {
+                    joint::Work::SecondHalf(_) => halves.fetch_add(1, Ordering::Relaxed),
+                    joint::Work::RobustStart(_) => starts.fetch_add(1, Ordering::Relaxed),
+                };
+                let bytes = postcard::to_allocvec(&work).unwrap();
+                let received: joint::Work = postcard::from_bytes(&bytes).unwrap();
+                assert_eq!(received, work);
+                let worked = postcard::to_allocvec(&received.run()).unwrap();
+                Box::new(move || postcard::from_bytes(&worked).unwrap())
             };
             for input in inputs {
-                let here = decide(input.clone(), &options, joint::Halves::Here);
-                let sent_off = decide(input, &options, joint::Halves::Elsewhere(&send));
+                let here = decide(input.clone(), &options, joint::Sharing::Here);
+                let sent_off = decide(input, &options, joint::Sharing::Elsewhere(&send));
                 assert_eq!(sent_off, here);
             }
-            assert!(sent.into_inner() > 0, "no node was cut in two");
+            assert!(halves.into_inner() > 0, "no node was cut in two");
+            if dense {
+                assert!(starts.into_inner() > 0, "no start was compared");
+            }
         }
     }
 

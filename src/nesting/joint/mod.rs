@@ -136,11 +136,11 @@
 //! EM and carries an end over a larger scope; `split` finds where a node's calls fall
 //! in two. This file chooses among the ends.
 
+mod apart;
 mod assign;
 mod by_kind;
 mod calls;
 mod families;
-mod half;
 mod likelihood;
 mod model;
 mod search;
@@ -154,14 +154,14 @@ use super::candidates::Candidates;
 use super::parents::NO_PARENT;
 use super::scoreboard::Bins;
 use crate::trace::Nanos;
+use apart::PartView;
 use calls::NodeCalls;
-use half::HalfView;
 use search::Assignment;
 use search::Scope;
 use split::{after_cut, middle_cut, start_after_cut, Cut};
 use starts::{arrivals_start, extend, returns_start, settle, soft_start, Learning};
 
-pub use half::{Half, Halves};
+pub use apart::{Part, Sharing, Window, Work, Worked};
 pub use starts::async_start;
 
 /// Mean candidates per child from which the robust and soft starts are tried too:
@@ -302,8 +302,9 @@ pub enum Start {
 /// Improves `start` for the children of one node. `incoming` and `outgoing` are sorted
 /// as for the candidates.
 ///
-/// `facts` tells each call pair's operation and connection (see [`CallFacts`]); where a
-/// node is cut in two, `halves` says where its second half is settled.
+/// `facts` tells each call pair's operation and connection (see [`CallFacts`]);
+/// `sharing`, where the parts that can run apart run (the robust start on the learning
+/// window, the second half of a node cut in two).
 #[allow(clippy::too_many_arguments)]
 pub fn choose_jointly(
     pairs: &[CallPair],
@@ -312,7 +313,7 @@ pub fn choose_jointly(
     candidates: &Candidates,
     scale: NodeSettings,
     start: Start,
-    (explain, halves): (Option<usize>, Halves<'_>),
+    (explain, sharing): (Option<usize>, Sharing<'_>),
     facts: CallFacts<'_>,
 ) -> JointChoice {
     let mut calls = NodeCalls::new(pairs, incoming, outgoing, candidates, scale, facts);
@@ -350,7 +351,7 @@ pub fn choose_jointly(
         candidates,
         scale,
         facts,
-        halves,
+        sharing,
     };
     if !calls.dense {
         // One start, settled in two halves on two cores where a quiet instant leaves a
@@ -374,7 +375,7 @@ pub fn choose_jointly(
     let (mut state, kept, kept_start) = match scale.start {
         Some(kind) => one_start((&calls, candidates), kind, (&open, initial), window),
         None => best_start(
-            (&calls, candidates),
+            (&calls, candidates, &node),
             (&open, initial),
             window,
             scale.pinned_start,
@@ -420,37 +421,50 @@ pub fn choose_jointly(
 /// ordered by returns; and the end kept with its kind and its start: the greedy
 /// answer's end, or another's where clearly likelier.
 /// `open` counts, per child, its candidates that enclose it; `initial` is the greedy
-/// answer.
+/// answer. Where `node` shares its work with another process, the robust start is
+/// settled there, and only its likelihood comes back: its end is settled here again
+/// only where it is kept.
 fn best_start<'a>(
-    (calls, candidates): (&'a NodeCalls<'a>, &'a Candidates),
+    (calls, candidates, node): (&'a NodeCalls<'a>, &'a Candidates, &Node<'_>),
     (open, initial): (&[usize], Vec<u32>),
     window: Scope,
     pinned_start: bool,
 ) -> (Assignment<'a>, StartKind, Vec<u32>) {
+    let robust_end = || {
+        relearned(settle(
+            calls,
+            candidates,
+            initial.clone(),
+            Learning::ROBUST,
+            window,
+        ))
+    };
+    let plain_end = || {
+        relearned(settle(
+            calls,
+            candidates,
+            initial.clone(),
+            Learning::PLAIN,
+            window,
+        ))
+    };
+    let sent = match node.sharing {
+        Sharing::Elsewhere(send) => {
+            let start = Work::robust_start(&node.whole(), initial.clone(), calls.dense, window);
+            Some(send(start))
+        }
+        Sharing::Here => None,
+    };
+    let away = sent.is_some();
     // The starts are independent: on two cores, a trace whose time goes to one node
     // takes the time of two starts instead of three.
     let ((robust, plain), soft) = rayon::join(
-        || {
-            rayon::join(
-                || {
-                    relearned(settle(
-                        calls,
-                        candidates,
-                        initial.clone(),
-                        Learning::ROBUST,
-                        window,
-                    ))
-                },
-                || {
-                    relearned(settle(
-                        calls,
-                        candidates,
-                        initial.clone(),
-                        Learning::PLAIN,
-                        window,
-                    ))
-                },
-            )
+        || match away {
+            true => (None, plain_end()),
+            false => {
+                let (robust, plain) = rayon::join(robust_end, plain_end);
+                (Some(robust), plain)
+            }
         },
         || {
             let soft = soft_start(calls, candidates, open, &initial, false);
@@ -465,10 +479,15 @@ fn best_start<'a>(
     // scored under models learned again from all their delays; on a node larger than
     // the window, the ends on the window.
     let margin = REPLACE_MARGIN * f64::from(window.children);
-    let gain = robust.sequence_likelihood() - plain.sequence_likelihood();
+    let robust_likelihood = match (&robust, sent) {
+        (Some(end), _) => end.sequence_likelihood(),
+        (None, Some(answer)) => answer().likelihood(),
+        (None, None) => unreachable!("the robust start is settled here unless sent"),
+    };
+    let gain = robust_likelihood - plain.sequence_likelihood();
     let (state, kept) = if gain > margin {
         drop(plain);
-        (robust, StartKind::Robust)
+        (robust.unwrap_or_else(robust_end), StartKind::Robust)
     } else {
         drop(robust);
         (plain, StartKind::Greedy)
@@ -625,10 +644,22 @@ struct Node<'a> {
     candidates: &'a Candidates,
     scale: NodeSettings,
     facts: CallFacts<'a>,
-    halves: Halves<'a>,
+    sharing: Sharing<'a>,
 }
 
 impl Node<'_> {
+    /// The whole node, as a part of itself.
+    fn whole(&self) -> PartView<'_> {
+        PartView {
+            pairs: self.pairs,
+            incoming: self.incoming,
+            outgoing: self.outgoing,
+            candidates: self.candidates,
+            settings: self.scale,
+            facts: self.facts,
+        }
+    }
+
     /// The choice for the children before `cut` by `first` (given the child to explain
     /// among them), and for those after it settled at the same time as a node of their
     /// own, under a model of their own, from `start` (with the start's robustness and
@@ -642,7 +673,7 @@ impl Node<'_> {
         explain: Option<usize>,
     ) -> JointChoice {
         let rest = after_cut(self.candidates, cut);
-        let after = HalfView {
+        let after = PartView {
             pairs: self.pairs,
             incoming: &self.incoming[cut.parents as usize..],
             outgoing: &self.outgoing[cut.children..],
@@ -653,11 +684,11 @@ impl Node<'_> {
         let start = start_after_cut(start, cut);
         let explain_after = explain.and_then(|k| k.checked_sub(cut.children));
         let explain_before = explain.filter(|&k| k < cut.children);
-        let (mut before, after) = match self.halves {
-            Halves::Elsewhere(send) if explain_after.is_none() => {
-                let answer = send(after.owned(start, (learning, dense)));
+        let (mut before, after) = match self.sharing {
+            Sharing::Elsewhere(send) if explain_after.is_none() => {
+                let answer = send(Work::SecondHalf(after.owned(start, (learning, dense))));
                 let before = first(explain_before);
-                (before, answer())
+                (before, answer().choice())
             }
             _ => rayon::join(
                 || first(explain_before),

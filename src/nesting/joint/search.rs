@@ -46,7 +46,7 @@ pub(super) enum Improvement {
 /// window of them and only the end kept is carried over the rest
 /// ([`super::starts::extend`]), so the rounds that learn the model cost the window,
 /// not the trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Scope {
     /// Children `0..children` are searched.
     pub(super) children: u32,

@@ -110,7 +110,7 @@ fn two_processes_nest_as_one_does() {
     // parts of process 0's nodes' choices run on process 1.
     let lent = two_processes_alike(&["--learn-window", "100", "traces/multitier.trace"]);
     let parts: usize = lent
-        .split("decided, ")
+        .split("ran ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())

@@ -45,7 +45,7 @@ impl AlgorithmArgs {
             let done = engine.finish()?;
             eprintln!(
                 "blackbox: process {process} lent its {} to process 0 ({}), which is done \
-                 (here: {} decided, {} of other nodes' choices run)",
+                 (here: decided {}, ran {} of nodes decided elsewhere)",
                 counted(threads, "worker", "workers"),
                 addresses[0],
                 counted(done.nodes, "node", "nodes"),

@@ -24,7 +24,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
-use timely::dataflow::operators::{Exchange, Inspect, Probe};
+use timely::dataflow::operators::{Capability, Exchange, Inspect, Probe};
 use timely::dataflow::InputHandle;
 
 /// Where the per-node choices run.
@@ -329,8 +329,8 @@ impl Engine {
     /// Closes the dataflow, waits for every worker of this process to stop, and says
     /// what they did.
     pub fn finish(&self) -> Result<Done, WorkerError> {
-        // Worker 0 closes the dataflow's input when the feed closes; the others stop when
-        // it does.
+        // Worker 0 closes the dataflow's input when the feed closes; every worker stops
+        // once every task and part is answered.
         // Woken, or it would notice only when its nap ends (a tenth of a second added to
         // every nesting).
         if let Some(feed) = self.feed.lock().expect("not poisoned").take() {
@@ -413,9 +413,14 @@ type Ask = (Work, PartAnswer);
 /// One worker's life: builds the dataflow (route each task to its worker, decide it
 /// there on rayon's pool, send the outcome to worker 0; and the parts of a node's choice
 /// that can run apart, route each to a worker of the next process, run it there, and
-/// send its answer back); worker 0 feeds it tasks as they come and hands back outcomes as they
-/// arrive, until the feed closes. `far`: how many workers on from this one the worker of
-/// the next process is, where there are several processes.
+/// send its answer back); worker 0 feeds it tasks as they come and hands back outcomes
+/// as they arrive, until the feed closes; every worker sends the parts its choices ask
+/// for until every node is decided. `far`: how many workers on from this one the worker
+/// of the next process is, where there are several processes.
+///
+/// A choice waiting for its part lends its rayon thread to the pool, which may start
+/// another node's choice on it: the waits nest at most as deep as the tasks in flight
+/// (two per worker), and a part itself never waits, so every wait ends.
 fn run_worker(
     worker: &mut timely::worker::Worker,
     links: Option<WorkerLinks>,
@@ -462,7 +467,12 @@ fn run_worker(
                 .to_stream(scope)
                 .exchange(|task: &Task| task.worker),
             "Decide",
-            decide,
+            (decide, |task: &Task| {
+                Err(format!(
+                    "deciding node {} stopped without an answer",
+                    task.input.node.0
+                ))
+            }),
         )
         .exchange(|_: &Answer| 0)
         .inspect(move |answer: &Answer| sink.borrow_mut().push(answer.clone()))
@@ -483,7 +493,11 @@ fn run_worker(
                 .to_stream(scope)
                 .exchange(|task: &PartTask| task.to),
             "Part",
-            run,
+            (run, |task: &PartTask| PartDone {
+                to: task.from,
+                id: task.id,
+                worked: Err("a part of a node's choice stopped without an answer".into()),
+            }),
         )
         .exchange(|done: &PartDone| done.to)
         .inspect(move |done: &PartDone| {
@@ -494,7 +508,8 @@ fn run_worker(
     });
     let mut feed = links;
     let mut tasks_input = Some(tasks_input).filter(|_| feed.is_some());
-    let mut parts_input = Some(parts_input);
+    // Parts are sent only to another process.
+    let mut parts_input = Some(parts_input).filter(|_| far.is_some());
     let (mut tasks_epoch, mut parts_epoch, mut next_id) = (0u64, 0u64, 0u64);
     loop {
         if let (Some((tasks, _)), Some(input)) = (&feed, &mut tasks_input) {
@@ -567,11 +582,15 @@ fn run_worker(
 /// `stream`'s records each handed to rayon's pool to `work` on, their answers given at
 /// the records' times: the worker's thread goes on routing meanwhile. Each record's
 /// capability is held until its answer comes back, so the stream ends when its input
-/// has closed and every record is answered.
+/// has closed and every record is answered; a record whose work never answered (its
+/// job was dropped unrun) is answered by `unanswered`, so that no one waits for it.
 fn on_pool<'scope, I, O>(
     stream: timely::dataflow::StreamVec<'scope, u64, I>,
     name: &str,
-    work: impl Fn(I) -> O + Send + Sync + 'static,
+    (work, unanswered): (
+        impl Fn(I) -> O + Send + Sync + 'static,
+        impl Fn(&I) -> O + 'static,
+    ),
 ) -> timely::dataflow::StreamVec<'scope, u64, O>
 where
     I: Send + 'static,
@@ -583,14 +602,12 @@ where
         // Only the records' own capabilities are held.
         drop(initial);
         let activator = worker.sync_activator_for(info.address.to_vec());
-        let mut working: Vec<(
-            timely::dataflow::operators::Capability<u64>,
-            mpsc::Receiver<O>,
-        )> = Vec::new();
+        let mut working: Vec<(Capability<u64>, mpsc::Receiver<O>, Option<O>)> = Vec::new();
         move |records, answers| {
             records.for_each(|capability, batch| {
                 for record in batch.drain(..) {
                     let (answer, answered) = mpsc::channel();
+                    let instead = unanswered(&record);
                     let (activator, work) = (activator.clone(), Arc::clone(&work));
                     // On rayon's pool, not this worker's thread: the choice splits
                     // itself with rayon::join, and one made inside the pool shares the
@@ -601,17 +618,17 @@ where
                         let _ = activator.activate();
                     });
                     let held = capability.retain_least(0).expect("records carry a time");
-                    working.push((held, answered));
+                    working.push((held, answered, Some(instead)));
                 }
             });
-            working.retain(|(capability, answered)| match answered.try_recv() {
-                Ok(answer) => {
-                    answers.session(capability).give(answer);
-                    false
-                }
-                Err(mpsc::TryRecvError::Empty) => true,
-                // `work` panicked: it turns its own panics into answers.
-                Err(mpsc::TryRecvError::Disconnected) => false,
+            working.retain_mut(|(capability, answered, instead)| {
+                let answer = match answered.try_recv() {
+                    Ok(answer) => answer,
+                    Err(mpsc::TryRecvError::Empty) => return true,
+                    Err(mpsc::TryRecvError::Disconnected) => instead.take().expect("answered once"),
+                };
+                answers.session(capability).give(answer);
+                false
             });
         }
     })

@@ -1,5 +1,5 @@
-//! Parts of one node's joint choice that can run apart from the rest, on another
-//! worker of this process or of another machine: the second half of a node cut in two
+//! Parts of one node's joint choice that can run apart from the rest, on a worker of
+//! another process (threads of one process share its pool already): the second half of a node cut in two
 //! ([`super::split`]), settled as a node of its own while this worker settles the
 //! first; and the robust start on the learning window, settled while this worker
 //! settles the others, of which only the likelihood comes back. What each reads is
@@ -102,18 +102,16 @@ impl PartView<'_> {
         chosen(&settled(end, learning), self.candidates, explain)
     }
 
-    /// The likelihood of the end the robust start from `start` settles to on `window`,
-    /// its model learned again: as [`super::best_start`] scores it.
-    fn robust_likelihood(&self, start: Vec<u32>, dense: bool, window: Scope) -> f64 {
+    /// The likelihood of the end `start` settles to on `window`, learning as `learning`
+    /// says, its model learned again: as [`super::best_start`] scores the robust start.
+    fn start_likelihood(
+        &self,
+        start: Vec<u32>,
+        (learning, dense): (Learning, bool),
+        window: Scope,
+    ) -> f64 {
         let calls = self.calls(dense);
-        relearned(settle(
-            &calls,
-            self.candidates,
-            start,
-            Learning::ROBUST,
-            window,
-        ))
-        .sequence_likelihood()
+        relearned(settle(&calls, self.candidates, start, learning, window)).sequence_likelihood()
     }
 
     fn calls(&self, dense: bool) -> NodeCalls<'_> {
@@ -171,8 +169,8 @@ impl Work {
                 Worked::Choice(view.settle(start, (learning, dense), None))
             }),
             Work::RobustStart(Window { node, window }) => {
-                node.with_view(|view, start, _, dense| {
-                    Worked::Likelihood(view.robust_likelihood(start, dense, window))
+                node.with_view(|view, start, learning, dense| {
+                    Worked::Likelihood(view.start_likelihood(start, (learning, dense), window))
                 })
             }
         }

@@ -205,6 +205,94 @@ fn a_lost_process_fails_the_run_and_is_named() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// A process lost while it runs parts of process 0's choices (the robust start of a
+/// dense node, the second halves) fails the run, named, and process 0 does not hang
+/// waiting for their answers. Process 1 is killed a second into a run that takes
+/// several; wherever its run is by then, process 0 must fail and name it.
+#[test]
+fn a_process_lost_while_it_runs_parts_fails_the_run_and_is_named() {
+    let _alone = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, addresses) = cluster_file(dir.path());
+    let trace = dir.path().join("dense.trace");
+    std::fs::write(&trace, dense_requests(40_000)).unwrap();
+    let args = [
+        "nest".to_string(),
+        "-q".into(),
+        "--workers".into(),
+        "1".into(),
+        trace.display().to_string(),
+        "--cluster".into(),
+        cluster.display().to_string(),
+        "--process".into(),
+    ];
+    let mut second = std::process::Command::new(env!("CARGO_BIN_EXE_blackbox"))
+        .args(&args)
+        .arg("1")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = blackbox().args(&args).arg("0").get_output_owned_in_thread();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let waited = std::time::Instant::now();
+    while !first.is_finished() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(120),
+            "process 0 still waits two minutes after process 1 was lost"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let first = first.join().unwrap();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("process 1 ({})", addresses[1])),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `requests` requests from A into B, one every 0–8 ms, so that some 40 are open at
+/// once: each calls C after 45–55 ms, which answers in 9–11 ms, then D after 45–55 ms,
+/// which answers in 60–80 ms; B answers 9–11 ms later. A dense node whose choice takes
+/// seconds.
+fn dense_requests(requests: u32) -> String {
+    let mut seed = 2024u64;
+    let mut uniform = |low: f64, high: f64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        low + (high - low) * ((seed >> 11) as f64 / (1u64 << 53) as f64)
+    };
+    let mut lines: Vec<(f64, String)> = Vec::new();
+    let mut t = 0.0;
+    for r in 0..requests {
+        t += uniform(0.0, 8.0);
+        let c = t + uniform(45.0, 55.0);
+        let c_end = c + uniform(9.0, 11.0);
+        let d = c_end + uniform(45.0, 55.0);
+        let d_end = d + uniform(60.0, 80.0);
+        let end = d_end + uniform(9.0, 11.0);
+        lines.extend([
+            (t, format!("CALL A B p{r}")),
+            (c, format!("CALL B C c{r}")),
+            (c_end, format!("RET C B c{r}")),
+            (d, format!("CALL B D d{r}")),
+            (d_end, format!("RET D B d{r}")),
+            (end, format!("RET B A p{r}")),
+        ]);
+    }
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    lines
+        .iter()
+        .map(|(at, line)| format!("{:.6} {line}\n", at / 1000.0))
+        .collect()
+}
+
 /// Runs a command on a thread of its own, for a test that plays another process.
 trait InThread {
     fn get_output_owned_in_thread(&mut self) -> std::thread::JoinHandle<std::process::Output>;

@@ -8,7 +8,9 @@
 //! under `target/bench-traces/`, as `--bench streaming` does). `BLACKBOX_WORKERS_TRACES`
 //! (default `shop:1000000,multitier:10000000`) sets the traces, `config:messages`,
 //! comma separated; `BLACKBOX_WORKERS_CAPTURES`, a directory of one capture per host,
-//! adds a capture set. Don't run it while anything else uses the cores.
+//! adds a capture set, run also as two processes each given half the captures (as on
+//! two machines, each reading its own). Don't run it while anything else uses the
+//! cores.
 
 mod support;
 
@@ -43,16 +45,22 @@ fn main() {
     }
     println!("blackbox nest -q, 2 cores");
     println!(
-        "{:<28} {:<26} {:>8} {:>8} {:>10} {:>8}  output",
+        "{:<28} {:<27} {:>8} {:>8} {:>10} {:>8}  output",
         "input", "run", "wall", "CPU", "peak", "speed-up"
     );
     for (name, files) in &inputs {
         let (one, output) = run(files, Workers::Threads(1));
-        for (label, workers) in [
+        let captures = files.len() > 1;
+        let runs = [
             ("--workers 1", Workers::Threads(1)),
             ("--workers 2", Workers::Threads(2)),
-            ("2 processes, 1 worker each", Workers::Processes),
-        ] {
+            ("2 processes, 1 worker each", Workers::Processes(false)),
+            ("2 processes, captures split", Workers::Processes(true)),
+        ];
+        for (label, workers) in runs {
+            if matches!(workers, Workers::Processes(true)) && !captures {
+                continue;
+            }
             let (measured, same) = match workers {
                 Workers::Threads(1) => (one, true),
                 _ => {
@@ -61,7 +69,7 @@ fn main() {
                 }
             };
             println!(
-                "{name:<28} {label:<26} {:>7.1}s {:>7.1}s {:>7.0} MB {:>7.2}×  {}",
+                "{name:<28} {label:<27} {:>7.1}s {:>7.1}s {:>7.0} MB {:>7.2}×  {}",
                 measured.wall,
                 measured.cpu,
                 measured.peak as f64 / 1e6,
@@ -76,8 +84,9 @@ fn main() {
 enum Workers {
     Threads(usize),
     /// Two processes on localhost, one worker each: the wall time is the first's, the
-    /// CPU time and peak memory both's.
-    Processes,
+    /// CPU time and peak memory both's. Each given every file, or (`true`) the first
+    /// half of the files to the first and the rest to the second.
+    Processes(bool),
 }
 
 #[derive(Clone, Copy)]
@@ -89,7 +98,7 @@ struct Measured {
 
 /// The run's wall and CPU time and peak memory, and its stdout.
 fn run(files: &[PathBuf], workers: Workers) -> (Measured, Vec<u8>) {
-    let nest = |extra: &[String]| {
+    let nest = |files: &[PathBuf], extra: &[String]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_blackbox"));
         command
             .args(["nest", "-q"])
@@ -102,12 +111,12 @@ fn run(files: &[PathBuf], workers: Workers) -> (Measured, Vec<u8>) {
     let start = Instant::now();
     match workers {
         Workers::Threads(n) => {
-            let child = nest(&["--workers".into(), n.to_string()]).spawn().unwrap();
+            let child = (nest(files, &["--workers".into(), n.to_string()]).spawn()).unwrap();
             let (output, usage) = finished(child);
             let wall = start.elapsed().as_secs_f64();
             (usage.measured(wall), output)
         }
-        Workers::Processes => {
+        Workers::Processes(split) => {
             let dir = tempfile::tempdir().unwrap();
             let hosts = dir.path().join("cluster");
             let ports: Vec<String> = (0..2)
@@ -130,8 +139,13 @@ fn run(files: &[PathBuf], workers: Workers) -> (Measured, Vec<u8>) {
                 .chain([process.to_string()])
                 .collect::<Vec<String>>()
             };
-            let second = nest(&flags(1)).spawn().unwrap();
-            let first = nest(&flags(0)).spawn().unwrap();
+            // Process 0's captures come first: the same order as one process given all.
+            let (mine, theirs) = match split {
+                true => files.split_at(files.len() / 2),
+                false => (files, files),
+            };
+            let second = nest(theirs, &flags(1)).spawn().unwrap();
+            let first = nest(mine, &flags(0)).spawn().unwrap();
             let (output, usage) = finished(first);
             let wall = start.elapsed().as_secs_f64();
             let (_, other) = finished(second);

@@ -51,7 +51,9 @@ pub fn is_bad_input(cause: &(dyn Error + 'static)) -> bool {
     cause.is::<Usage>()
         || cause.is::<crate::trace::text::TraceError>()
         || cause.is::<crate::capture::CaptureError>()
-        || cause.is::<crate::input::InputError>()
+        || cause
+            .downcast_ref::<crate::input::InputError>()
+            .is_some_and(|e| !matches!(e, crate::input::InputError::Lost(_)))
         || cause
             .downcast_ref::<crate::nesting::NestError>()
             .is_some_and(|e| !matches!(e, crate::nesting::NestError::Workers(_)))

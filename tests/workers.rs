@@ -122,19 +122,114 @@ fn two_processes_nest_as_one_does() {
 /// that the first process writes what one alone does and the second nothing on stdout,
 /// and returns what the second wrote on stderr.
 fn two_processes_alike(args: &[&str]) -> String {
+    cluster_alike(args, args, args)
+}
+
+/// Each process reads the captures it is given: split between the two processes, or
+/// the same files on a shared path named by both, the first writes what one process
+/// given them all writes (its own first, then the second's).
+#[test]
+fn each_process_reads_the_captures_it_is_given() {
+    let _alone = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let (first, second) = (
+        [
+            "traces/shop/client.pcap",
+            "traces/shop/web.pcap",
+            "traces/shop/app.pcap",
+        ],
+        ["traces/shop/cache.pcap", "traces/shop/db.pcapng"],
+    );
+    let lent = cluster_alike(&[&first[..], &second[..]].concat(), &first, &second);
+    assert!(lent.contains("read 2 captures ("), "{lent}");
+    // In segments, where the first process keeps every capture's messages on disk.
+    let segments = ["--segment-lines", "500"];
+    let lent = cluster_alike(
+        &[&segments[..], &first[..], &second[..]].concat(),
+        &[&segments[..], &first[..]].concat(),
+        &[&segments[..], &second[..]].concat(),
+    );
+    assert!(lent.contains("read 2 captures ("), "{lent}");
+    // Behind NAT, every capture named by both: each read by one of them.
+    let k8s = [
+        "traces/k8s/app-0.pcap.gz",
+        "traces/k8s/app-1.pcap.gz",
+        "traces/k8s/cache.pcap.gz",
+        "traces/k8s/client.pcap.gz",
+        "traces/k8s/db.pcap.gz",
+        "traces/k8s/web.pcap.gz",
+        "--names",
+        "traces/k8s/cluster.json",
+    ];
+    let lent = cluster_alike(&k8s, &k8s, &k8s);
+    let read: usize = lent
+        .split("here: read ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of captures read in {lent:?}"));
+    assert!((1..6).contains(&read), "{lent}");
+}
+
+/// Two processes that name different files by one path are refused (exit 2), named,
+/// rather than one of the files read twice and the other never.
+#[test]
+fn one_path_for_two_different_captures_is_refused() {
+    let _alone = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cluster, _) = cluster_file(dir.path());
-    let args = [&["nest", "--workers", "1"][..], args].concat();
-    let alone = blackbox().args(&args).output().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (name, from) in [("zero", "web.pcap"), ("one", "app.pcap")] {
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+        std::fs::copy(
+            root.join("traces/shop").join(from),
+            dir.path().join(name).join("x.pcap"),
+        )
+        .unwrap();
+    }
+    let run = |process: &str, place: &str| {
+        let mut command = blackbox();
+        command
+            .current_dir(dir.path().join(place))
+            .args(["nest", "--workers", "1", "x.pcap", "--process", process])
+            .arg("--cluster")
+            .arg(&cluster);
+        command
+    };
+    let second = run("1", "one").get_output_owned_in_thread();
+    let first = run("0", "zero").output().unwrap();
+    let second = second.join().unwrap();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("process 1's x.pcap (") && stderr.contains("is not process 0's"),
+        "{stderr}"
+    );
+    assert!(second.status.success());
+}
+
+/// Runs `nest --workers 1` alone with `alone` and as two processes of a cluster with
+/// `first` and `second`, checks that the first process writes what one alone does and
+/// the second nothing on stdout, and returns what the second wrote on stderr.
+fn cluster_alike(alone: &[&str], first: &[&str], second: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, _) = cluster_file(dir.path());
+    fn nest<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        [&["nest", "--workers", "1"][..], args].concat()
+    }
+    let alone = blackbox().args(nest(alone)).output().unwrap();
     assert!(alone.status.success());
     let second = blackbox()
-        .args(&args)
+        .args(nest(second))
         .arg("--cluster")
         .arg(&cluster)
         .args(["--process", "1"])
         .get_output_owned_in_thread();
     let first = blackbox()
-        .args(&args)
+        .args(nest(first))
         .arg("--cluster")
         .arg(&cluster)
         .args(["--process", "0"])

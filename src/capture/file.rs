@@ -101,7 +101,7 @@ struct Interface {
 }
 
 /// Why reading stopped before the end of the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stopped {
     /// 1-based number of the packet the problem was found at.
     pub packet: u64,

@@ -33,7 +33,7 @@ pub struct CaptureMessage {
 }
 
 /// Per-protocol choices the user made.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProtocolChoice {
     /// Protocol to use for a server port, whatever the content looks like.
     pub by_port: BTreeMap<u16, ProtocolName>,

@@ -72,6 +72,17 @@ pub enum CaptureError {
         /// Why.
         source: std::io::Error,
     },
+    /// Another process of a cluster, which holds the capture, could not read it for us
+    /// ([`crate::input::elsewhere`]).
+    #[error("process {process} of the cluster could not read {}: {why}", path.display())]
+    Elsewhere {
+        /// The capture, as that process names it.
+        path: PathBuf,
+        /// The process.
+        process: usize,
+        /// Why, as it said.
+        why: String,
+    },
     /// A names or truth file has a bad line.
     #[error("{}:{line}: {problem}", path.display())]
     Names {
@@ -85,7 +96,7 @@ pub enum CaptureError {
 }
 
 /// What a node is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum NodeBy {
     /// A host (an IP address, or its name).
     #[default]
@@ -104,7 +115,7 @@ pub enum NodeBy {
 }
 
 /// How captures are read.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct CaptureOptions {
     /// Protocols forced per server port.
     pub protocols: ProtocolChoice,
@@ -175,13 +186,21 @@ pub(crate) fn magic(path: &Path) -> Option<u32> {
     Some(u32::from_le_bytes(magic))
 }
 
-/// What one capture file gave, before nodes are named.
+/// What one capture file gave, before nodes are named. Serialised (without the messages
+/// kept on disk, and without what is learned from the other captures) when another
+/// process of a cluster read it ([`crate::input::elsewhere`]).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct HostCapture {
     /// The file.
     pub path: PathBuf,
+    /// Its size as stored, when it is a file (set by [`crate::input`], which knows it
+    /// also for a capture another process read).
+    #[serde(skip)]
+    pub stored_bytes: Option<u64>,
     /// The host it was captured on.
     pub host: String,
     /// Counts of what was read and set aside.
+    #[serde(with = "stats::as_json")]
     pub stats: FileStats,
     /// Why reading stopped early, if it did.
     pub stopped: Option<file::Stopped>,
@@ -209,26 +228,30 @@ pub struct HostCapture {
     /// Propagated ids, by the index the messages carry.
     propagated: Vec<String>,
     /// The messages, when they were kept on disk instead.
+    #[serde(skip)]
     spilled: Option<spill::Spilled>,
     /// Connections that address translation (NAT) stood in: a direction's (source,
     /// destination) as this capture saw it → as the two ends' own captures saw
     /// themselves, learned by [`crate::nat::learn`]. Call ids and node names use the
     /// latter, so that both ends of a message name one call.
+    #[serde(skip)]
     pub translated: HashMap<(SocketAddr, SocketAddr), (SocketAddr, SocketAddr)>,
     /// The service this host is a replica of, where callers reached it and another
     /// captured host at one translated address ([`crate::nat::learn`]): the node's name
     /// unless `--node-by pod` or `--names` say otherwise.
+    #[serde(skip)]
     pub replica_of: Option<String>,
     /// Connections between two other captured hosts that this capture saw only pass
     /// (a node's capture of its pods, before and after it translated them), whose ends'
     /// own captures hold them: their messages are left out here, so that each is
     /// counted once. Both directions of each; learned by [`crate::nat::learn`].
+    #[serde(skip)]
     pub passed: hashbrown::HashSet<(SocketAddr, SocketAddr)>,
 }
 
 /// The TCP segments from one address to another in one capture, for finding the same
 /// segment in another host's capture.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RouteStamps {
     /// Source address.
     pub from: IpAddr,
@@ -239,7 +262,7 @@ pub struct RouteStamps {
 }
 
 /// One TCP segment: what identifies it across captures, and when this host saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SegmentStamp {
     /// A digest of the sequence and acknowledgement numbers, flags and the first
     /// payload bytes: equal in the sender's and the receiver's capture, and unequal for
@@ -297,6 +320,7 @@ impl HostCapture {
     pub fn from_stamps(host: &str, local: BTreeSet<IpAddr>, stamps: Vec<RouteStamps>) -> Self {
         HostCapture {
             path: PathBuf::from(host),
+            stored_bytes: None,
             host: host.to_string(),
             stats: FileStats::default(),
             stopped: None,
@@ -460,6 +484,7 @@ pub fn read_capture_into<R: Read + Send>(
     stats.add(&flow_stats);
     Ok(HostCapture {
         path: path.to_path_buf(),
+        stored_bytes: None,
         host,
         stats,
         stopped,
@@ -688,15 +713,29 @@ pub fn read_captures(
     inputs: Vec<(PathBuf, Box<dyn Read + Send>)>,
     options: &CaptureOptions,
 ) -> Result<Vec<HostCapture>, CaptureError> {
-    let mut captures: Vec<HostCapture> = inputs
+    let mut captures = read_each(inputs, options)?;
+    decide_own_addresses(&mut captures, options);
+    Ok(captures)
+}
+
+/// [`read_captures`] without deciding the captures' own addresses, which needs every
+/// capture: for a share of them ([`crate::input::elsewhere`]).
+pub fn read_each(
+    inputs: Vec<(PathBuf, Box<dyn Read + Send>)>,
+    options: &CaptureOptions,
+) -> Result<Vec<HostCapture>, CaptureError> {
+    inputs
         .into_par_iter()
         .map(|(path, input)| {
             // No BufReader: the capture reader reads in blocks of megabytes itself.
             read_capture(&path, host_name(&path, options), input, options)
         })
-        .collect::<Result<_, _>>()?;
-    decide_local_addresses(&mut captures, &options.names);
-    Ok(captures)
+        .collect()
+}
+
+/// Decides each capture's own addresses, from all of them ([`read_each`]'s).
+pub fn decide_own_addresses(captures: &mut [HostCapture], options: &CaptureOptions) {
+    decide_local_addresses(captures, &options.names);
 }
 
 /// Reads a names file: one `address name` per line, `#` comments; or the JSON of

@@ -96,7 +96,7 @@ pub fn decide_local_addresses(captures: &mut [HostCapture], names: &BTreeMap<IpA
 const FEW_PACKETS: u64 = 20;
 
 /// Why a capture's own address is only a guess.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Uncertain {
     /// Two addresses are ends of as many packets, and no other capture claims either.
     Tie,

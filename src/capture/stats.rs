@@ -2,12 +2,12 @@
 //! and their summary for stderr. Every packet or byte not turned into a message is
 //! counted here with its reason.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
 /// What one capture file gave.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileStats {
     /// Packets read.
     pub packets: u64,
@@ -40,7 +40,7 @@ pub struct FileStats {
     pub skipped: BTreeMap<String, u64>,
     /// Protocol units read that are neither messages nor problems (HTTP/2 SETTINGS
     /// frames, a database's handshake), by what they are.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub housekeeping: BTreeMap<String, u64>,
 }
 
@@ -181,5 +181,23 @@ impl fmt::Display for FileStats {
             write!(f, "\n  {note}")?;
         }
         Ok(())
+    }
+}
+
+/// [`FileStats`] (de)serialised as its JSON text, in formats that are not self-describing
+/// (postcard, [`crate::input::elsewhere`]): the JSON leaves out empty counts, which only a
+/// self-describing format can tell.
+pub(crate) mod as_json {
+    use super::FileStats;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(stats: &FileStats, to: S) -> Result<S::Ok, S::Error> {
+        let text = serde_json::to_string(stats).map_err(serde::ser::Error::custom)?;
+        to.serialize_str(&text)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<FileStats, D::Error> {
+        let text = String::deserialize(from)?;
+        serde_json::from_str(&text).map_err(serde::de::Error::custom)
     }
 }

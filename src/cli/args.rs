@@ -776,11 +776,14 @@ pub(super) struct AlgorithmArgs {
     ///
     /// Run as one of several processes, on one machine or many: FILE lists one
     /// `host:port` per process (process 0 first; `#` starts a comment), and each runs
-    /// the same command with its own --process. Process 0 reads the input and writes
-    /// every output; the others lend it their --workers threads for the parent choice
-    /// and exit when it is done. A process that does not come within 60 s, or is lost
-    /// mid-run, fails the run with an error naming it. The answer is the same as one
-    /// process's.
+    /// the command with its own --process. Each process reads the captures it is given
+    /// (those on its machine) and sends their messages to process 0; a path several
+    /// processes name is one file on a shared path, read by one of them. Process 0
+    /// reads text traces, goes on as if it had read every capture itself (its own
+    /// first, then process 1's, ...), and writes every output; the others lend it their
+    /// --workers threads for the parent choice and exit when it is done. A process that
+    /// does not come within 60 s, or is lost mid-run, fails the run with an error
+    /// naming it. The answer is the same as one process's given every capture.
     #[arg(
         long,
         value_name = "FILE",

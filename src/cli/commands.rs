@@ -488,7 +488,7 @@ pub(super) fn nest(args: NestArgs) -> Result<()> {
     };
     let files = &args.input.files;
     let input_options = args.input.options()?;
-    let sources = source::Source::sniff_all(files).map_err(input::InputError::from)?;
+    let sources = sniffed(files)?;
     // What needs every call at once reads the whole trace; the rest streams.
     let whole_needed = args.html.is_some()
         || args.otlp.is_some()
@@ -763,7 +763,14 @@ struct Loaded {
 
 /// [`load`] for nest, eval and convolve.
 fn load_inputs(args: &InputArgs) -> Result<Loaded> {
-    load(&args.files, &args.options()?, args.quiet)
+    load_sources(sniffed(&args.files)?, &args.options()?, args.quiet)
+}
+
+/// The inputs told apart, with a cluster's other processes' captures (each read where
+/// it is).
+fn sniffed(files: &[PathBuf]) -> Result<Vec<source::Source>> {
+    let sources = source::Source::sniff_all(files).map_err(input::InputError::from)?;
+    Ok(super::workers::gathered(sources)?)
 }
 
 /// Reads and merges the files, and prints on stderr what reading reported: warnings

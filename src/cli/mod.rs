@@ -13,14 +13,16 @@ use clap::Parser;
 pub fn run() -> Result<()> {
     let cli = Cli::parse();
     // Decided once, before any stage starts rayon's pool.
+    // The files whose captures a process of a cluster reads where they are (diff's two
+    // sets are read by the first process).
     let algorithm = match &cli.command {
-        Command::Nest(args) => Some(&args.algorithm),
-        Command::Eval(args) => Some(&args.algorithm),
-        Command::Diff(args) => Some(&args.algorithm),
+        Command::Nest(args) => Some((&args.algorithm, &args.input.files[..])),
+        Command::Eval(args) => Some((&args.algorithm, &args.input.files[..])),
+        Command::Diff(args) => Some((&args.algorithm, &[][..])),
         _ => None,
     };
     let engine = match algorithm
-        .map(args::AlgorithmArgs::start_workers)
+        .map(|(algorithm, files)| algorithm.start_workers(files))
         .transpose()?
     {
         Some(workers::Role::Lent) => return Ok(()),

@@ -1,11 +1,17 @@
 //! Where the command's work runs: --workers sizes the thread pool every stage shares
 //! and the dataflow's workers; --cluster and --process join this process to others
 //! (reading the cluster file, deciding whether this process runs the command or lends
-//! its workers). What the workers do is [`blackbox::nesting::dataflow`]'s.
+//! its workers, and serving the captures it was given). What the workers do is
+//! [`blackbox::nesting::dataflow`]'s; which process reads which capture
+//! [`blackbox::input::elsewhere`]'s.
 
 use super::args::AlgorithmArgs;
+use blackbox::input::elsewhere::{self, Server};
+use blackbox::input::source::Source;
+use blackbox::input::InputError;
 use blackbox::nesting::dataflow::{Engine, Workers};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The cluster's engine, where this process is one of several (--cluster).
 static CLUSTER: std::sync::OnceLock<&'static Engine> = std::sync::OnceLock::new();
@@ -24,8 +30,9 @@ pub(super) enum Role {
 
 impl AlgorithmArgs {
     /// Sizes the thread pool every stage shares to --workers, before any stage runs,
-    /// and with --cluster joins the other processes.
-    pub(super) fn start_workers(&self) -> anyhow::Result<Role> {
+    /// and with --cluster joins the other processes; a process other than the first
+    /// reads those captures among `files` the first asks it to.
+    pub(super) fn start_workers(&self, files: &[PathBuf]) -> anyhow::Result<Role> {
         let threads = match self.workers {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -40,22 +47,58 @@ impl AlgorithmArgs {
             return Ok(Role::Run(None));
         };
         let addresses = cluster_addresses(file)?;
-        let engine = Engine::start_cluster(&addresses, process, threads, CLUSTER_PATIENCE)?;
+        let server = Arc::new(Server::new(files.to_vec()));
+        let serving = Arc::clone(&server);
+        let engine = Engine::start_cluster(
+            &addresses,
+            (process, threads),
+            CLUSTER_PATIENCE,
+            Arc::new(move |errand| serving.serve(errand)),
+        )?;
         if !engine.feeds() {
             let done = engine.finish()?;
+            let served = server.served();
+            let read = match served.captures {
+                0 => "read no capture".to_owned(),
+                n => format!(
+                    "read {} ({}) and sent their messages ({})",
+                    counted(n, "capture", "captures"),
+                    size(served.bytes),
+                    size(served.sent),
+                ),
+            };
             eprintln!(
                 "blackbox: process {process} lent its {} to process 0 ({}), which is done \
-                 (here: decided {}, ran {} of nodes decided elsewhere)",
+                 (here: {read}; decided {}, ran {} of nodes decided elsewhere)",
                 counted(threads, "worker", "workers"),
                 addresses[0],
                 counted(done.nodes, "node", "nodes"),
                 counted(done.parts, "part", "parts"),
             );
+            let texts = server.not_offered();
+            if !texts.is_empty() {
+                let names: Vec<String> = texts.iter().map(|p| p.display().to_string()).collect();
+                eprintln!(
+                    "blackbox: process {process} left its text traces to process 0, which \
+                     reads those on its own command line: {}",
+                    names.join(", ")
+                );
+            }
             return Ok(Role::Lent);
         }
         let engine: &'static Engine = Box::leak(Box::new(engine));
         let _ = CLUSTER.set(engine);
         Ok(Role::Run(Some(engine)))
+    }
+}
+
+/// A number of bytes as a reader takes it in (decimal units, as `ls -h --si`).
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.0} kB", bytes as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.0} MB", bytes as f64 / 1e6),
+        _ => format!("{:.1} GB", bytes as f64 / 1e9),
     }
 }
 
@@ -70,6 +113,20 @@ pub(super) fn workers() -> Workers {
     CLUSTER
         .get()
         .map_or(Workers::all_cores(), |&engine| Workers::Engine(engine))
+}
+
+/// `sources` (process 0's inputs, told apart) with every other process's captures, each
+/// read by the process that holds it ([`elsewhere::gather`]); as they are without a
+/// cluster.
+pub(super) fn gathered(sources: Vec<Source>) -> Result<Vec<Source>, InputError> {
+    let Some(&engine) = CLUSTER.get() else {
+        return Ok(sources);
+    };
+    let ask: elsewhere::Ask = Arc::new(move |process, errand| match engine.ask(process, errand) {
+        Ok(answer) => answer.map_err(elsewhere::Unanswered::Refused),
+        Err(lost) => Err(elsewhere::Unanswered::Lost(lost.to_string())),
+    });
+    elsewhere::gather(sources, engine.processes(), &ask)
 }
 
 /// The `host:port` of each process in a --cluster file, in order.

@@ -18,6 +18,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+pub mod elsewhere;
 pub mod source;
 pub mod streamed;
 use source::{Kind, Source, SourceError};
@@ -60,6 +61,10 @@ pub enum InputError {
     /// The inputs were read and hold no message: nothing is left to work on.
     #[error("no messages to work on: {0}")]
     NoMessages(String),
+    /// Another process of a cluster, reading captures for this one, was lost
+    /// ([`elsewhere`]): the machine's fault, not the input's.
+    #[error("{0}")]
+    Lost(String),
     /// An output directory could not be made.
     #[error("cannot create {}", path.display())]
     CreateDir {
@@ -95,6 +100,8 @@ pub struct Input {
 pub struct CaptureRead {
     /// The file.
     pub path: PathBuf,
+    /// Its size as stored, when it is a file.
+    pub stored_bytes: Option<u64>,
     /// The host it was captured on.
     pub host: String,
     /// The host's own addresses, as far as the traffic tells.
@@ -323,9 +330,14 @@ fn what_was_read(input: &Input, text_traces: usize) -> String {
 
 /// A progress bar labelled `what` over the stored bytes of the files among `sources`
 /// (standard input has no size to show).
-fn progress_over(what: &str, sources: &[Source], show: bool) -> Progress {
+fn progress_over<S: std::borrow::Borrow<Source>>(
+    what: &str,
+    sources: &[S],
+    show: bool,
+) -> Progress {
     let files: Vec<&Path> = sources
         .iter()
+        .map(|s| s.borrow())
         .filter(|s| s.is_file())
         .map(|s| s.path.as_path())
         .collect();
@@ -363,13 +375,54 @@ fn read_captures(
     options: &capture::CaptureOptions,
     progress: bool,
 ) -> Result<Vec<capture::HostCapture>, InputError> {
-    let progress = progress_over("reading captures", &captures, progress);
-    let opened = captures
+    let (mut here, mut there) = (Vec::new(), Vec::new());
+    let sizes: Vec<Option<u64>> = captures.iter().map(Source::stored_size).collect();
+    for (index, mut source) in captures.into_iter().enumerate() {
+        match source.take_elsewhere() {
+            Some(elsewhere) => there.push((index, source.path, elsewhere)),
+            None => here.push((index, source)),
+        }
+    }
+    let progress = progress_over(
+        "reading captures",
+        &here.iter().map(|(_, s)| s).collect::<Vec<_>>(),
+        progress,
+    );
+    let (places, opened): (Vec<usize>, Vec<_>) = here
         .into_iter()
-        .map(|source| Ok((source.path.clone(), source.open(&progress)?)))
-        .collect::<Result<Vec<_>, SourceError>>()?;
-    let read = capture::read_captures(opened, options)?;
+        .map(|(index, source)| Ok((index, (source.path.clone(), source.open(&progress)?))))
+        .collect::<Result<Vec<_>, SourceError>>()?
+        .into_iter()
+        .unzip();
+    // Other processes' captures are asked for first, each from a thread that waits
+    // for it, so that they read while this process reads its own.
+    let mut read: Vec<(usize, capture::HostCapture)> = std::thread::scope(|scope| {
+        let asked: Vec<_> = (there.into_iter())
+            .map(|(index, path, elsewhere)| {
+                (index, scope.spawn(move || elsewhere.read(&path, options)))
+            })
+            .collect();
+        let mut read: Vec<_> = places
+            .into_iter()
+            .zip(capture::read_each(opened, options)?)
+            .collect();
+        for (index, reading) in asked {
+            read.push((
+                index,
+                reading.join().expect("reading elsewhere does not panic")?,
+            ));
+        }
+        Ok::<_, InputError>(read)
+    })?;
     progress.finish();
+    read.sort_by_key(|&(index, _)| index);
+    let mut read: Vec<capture::HostCapture> = (read.into_iter())
+        .map(|(index, mut read)| {
+            read.stored_bytes = sizes[index];
+            read
+        })
+        .collect();
+    capture::decide_own_addresses(&mut read, options);
     Ok(read)
 }
 
@@ -505,6 +558,7 @@ fn report_captures(read: Vec<capture::HostCapture>, joined: Joined, input: &mut 
     input.captures = read
         .into_iter()
         .map(|host| CaptureRead {
+            stored_bytes: host.stored_bytes,
             path: host.path,
             host: host.host,
             local: host.local.into_iter().collect(),

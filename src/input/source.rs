@@ -116,6 +116,8 @@ pub struct Source {
     /// A stream that cannot be opened again (standard input), ready to read from its
     /// start: the bytes sniffed are put back.
     standard: Option<Box<dyn Read + Send>>,
+    /// Where another process of a cluster reads it instead of this one.
+    elsewhere: Option<super::elsewhere::Elsewhere>,
 }
 
 impl fmt::Debug for Source {
@@ -124,6 +126,7 @@ impl fmt::Debug for Source {
             .field("path", &self.path)
             .field("kind", &self.kind)
             .field("gzip", &self.gzip)
+            .field("elsewhere", &self.elsewhere.as_ref().map(|e| e.process))
             .finish()
     }
 }
@@ -176,7 +179,24 @@ impl Source {
             kind,
             gzip,
             standard: Some(Box::new(Cursor::new(first).chain(stream))),
+            elsewhere: None,
         })
+    }
+
+    /// A capture that another process of a cluster holds and reads.
+    pub fn elsewhere(path: &Path, elsewhere: super::elsewhere::Elsewhere) -> Source {
+        Source {
+            path: path.to_path_buf(),
+            kind: Kind::Capture,
+            gzip: false,
+            standard: None,
+            elsewhere: Some(elsewhere),
+        }
+    }
+
+    /// Where another process reads it, if one does: this process cannot open it.
+    pub fn take_elsewhere(&mut self) -> Option<super::elsewhere::Elsewhere> {
+        self.elsewhere.take()
     }
 
     /// Whether it is a file whose bytes can be read again (not standard input).
@@ -186,7 +206,9 @@ impl Source {
 
     /// Its size in bytes as stored, when it is a file.
     pub fn stored_size(&self) -> Option<u64> {
-        if self.is_file() {
+        if let Some(elsewhere) = &self.elsewhere {
+            Some(elsewhere.size)
+        } else if self.is_file() {
             std::fs::metadata(&self.path).ok().map(|m| m.len())
         } else {
             None

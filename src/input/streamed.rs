@@ -50,11 +50,7 @@ pub fn streams(sources: &[Source], options: &InputOptions, stream: StreamOptions
 /// what `nest` makes of the same files): only captures, as large, and with more message
 /// ends than a segment's lines.
 pub fn streamed_as_read(input: &Input, options: &InputOptions, stream: StreamOptions) -> bool {
-    let sizes: Option<Vec<u64>> = input
-        .captures
-        .iter()
-        .map(|capture| std::fs::metadata(&capture.path).ok().map(|m| m.len()))
-        .collect();
+    let sizes: Option<Vec<u64>> = input.captures.iter().map(|c| c.stored_bytes).collect();
     !input.captures.is_empty()
         && input.trace.stats.lines == 0
         && input.trace.stats.observations > stream.segment_lines as u64

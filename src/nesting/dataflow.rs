@@ -6,7 +6,10 @@
 //! back (a few per worker in flight), so that their copies never hold the whole trace
 //! twice; a worker hands each to rayon's pool and goes on routing, so that no worker
 //! waits on a choice. What a node decides is [`super::node`]'s; gathering an input and
-//! applying the outcomes is [`super`]'s. timely is used here and nowhere else.
+//! applying the outcomes is [`super`]'s. In a cluster, the first process can also send
+//! errands (opaque bytes) to another process, which answers them on its pool: how
+//! captures are read where they are ([`crate::input::elsewhere`] says what the bytes
+//! mean). timely is used here and nowhere else.
 
 mod cluster;
 
@@ -128,6 +131,8 @@ pub(crate) fn decide_all(
 pub struct Engine {
     /// All workers, of every process.
     peers: usize,
+    /// Processes of the cluster (1 without one).
+    processes: usize,
     /// The first process's link to worker 0, which feeds the dataflow; `None` in the
     /// other processes of a cluster, and once finished.
     feed: Mutex<Option<Feed>>,
@@ -137,12 +142,25 @@ pub struct Engine {
 struct Feed {
     tasks: mpsc::Sender<Task>,
     answers: mpsc::Receiver<Answer>,
+    /// Errands for other processes, sent by worker 0.
+    errands: mpsc::Sender<AskedErrand>,
     /// Worker 0's thread, woken when a task is sent (it sleeps between steps).
     worker: std::thread::Thread,
 }
 
 /// The far ends of [`Feed`], taken by worker 0.
-type WorkerLinks = (mpsc::Receiver<Task>, mpsc::Sender<Answer>);
+type WorkerLinks = (
+    mpsc::Receiver<Task>,
+    mpsc::Sender<Answer>,
+    mpsc::Receiver<AskedErrand>,
+);
+
+/// How a process of a cluster answers the errands the first one sends it: on its
+/// pool, bytes in and bytes (or why not) out.
+pub type Serve = Arc<dyn Fn(Vec<u8>) -> Result<Vec<u8>, String> + Send + Sync>;
+
+/// An errand to send: to which process, its bytes, and where its answer goes.
+type AskedErrand = (usize, Vec<u8>, mpsc::Sender<Result<Vec<u8>, String>>);
 
 impl Engine {
     /// Starts the workers `config` describes: one thread, or threads of this process.
@@ -162,17 +180,18 @@ impl Engine {
             .communication
             .try_build()
             .map_err(WorkerError::Start)?;
-        Engine::launch((builders, others), (peers, None), true)
+        Engine::launch((builders, others), (peers, None), (true, None))
     }
 
     /// Starts this process's `threads` workers of a cluster: one process per address
     /// (`host:port`), the same command in each; this is process `process`. Waits up to
-    /// `patience` for every other process, and names those that did not come.
+    /// `patience` for every other process, and names those that did not come. `serve`
+    /// answers the errands the first process sends ([`Engine::ask`]).
     pub fn start_cluster(
         addresses: &[String],
-        process: usize,
-        threads: usize,
+        (process, threads): (usize, usize),
         patience: std::time::Duration,
+        serve: Serve,
     ) -> Result<Engine, WorkerError> {
         let sockets = cluster::connect(addresses, process, patience)?;
         cluster::name_lost_processes(addresses);
@@ -197,25 +216,29 @@ impl Engine {
         Engine::launch(
             (builders, Box::new(guard)),
             (threads * addresses.len(), far),
-            process == 0,
+            (process == 0, Some(serve)),
         )
     }
 
     /// Starts the workers, `peers` in all, parts of choices sent `far` workers on (see
-    /// [`run_worker`]); `first`: whether worker 0, which feeds the dataflow, is here.
+    /// [`run_worker`]); `first`: whether worker 0, which feeds the dataflow, is here;
+    /// `serve`: how a cluster's errands are answered.
     fn launch(
         (builders, others): (
             Vec<timely::communication::AllocatorBuilder>,
             Box<dyn std::any::Any + Send>,
         ),
         (peers, far): (usize, Option<usize>),
-        first: bool,
+        (first, serve): (bool, Option<Serve>),
     ) -> Result<Engine, WorkerError> {
         let (tasks, tasks_in) = mpsc::channel();
         let (answers_out, answers) = mpsc::channel();
+        let (errands, errands_in) = mpsc::channel();
         let (thread_out, thread) = mpsc::sync_channel(1);
-        let links: Arc<Mutex<Option<(WorkerLinks, _)>>> =
-            Arc::new(Mutex::new(Some(((tasks_in, answers_out), thread_out))));
+        let links: Arc<Mutex<Option<(WorkerLinks, _)>>> = Arc::new(Mutex::new(Some((
+            (tasks_in, answers_out, errands_in),
+            thread_out,
+        ))));
         let guards = timely::execute::execute_from(
             builders,
             others,
@@ -229,7 +252,7 @@ impl Engine {
                     let _ = thread.send(std::thread::current());
                     links
                 });
-                run_worker(worker, links, far)
+                run_worker(worker, links, (far, serve.clone()))
             },
         )
         .map_err(WorkerError::Start)?;
@@ -237,6 +260,7 @@ impl Engine {
             true => Some(Feed {
                 tasks,
                 answers,
+                errands,
                 worker: thread
                     .recv()
                     .map_err(|_| WorkerError::Start("worker 0 did not start".into()))?,
@@ -245,6 +269,7 @@ impl Engine {
         };
         Ok(Engine {
             peers,
+            processes: far.map_or(1, |threads| peers / threads),
             feed: Mutex::new(feed),
             guards: Mutex::new(Some(guards)),
         })
@@ -254,6 +279,43 @@ impl Engine {
     /// only lend their workers, until it finishes.
     pub fn feeds(&self) -> bool {
         self.feed.lock().expect("not poisoned").is_some()
+    }
+
+    /// Processes of the cluster (1 for threads of this process alone).
+    pub fn processes(&self) -> usize {
+        self.processes
+    }
+
+    /// Sends `errand` to process `process` of the cluster and waits for its answer:
+    /// the answer, or why the process gave none; an error when the process was lost.
+    /// Only the first process sends errands, before it finishes; several threads may
+    /// wait at once.
+    pub fn ask(
+        &self,
+        process: usize,
+        errand: Vec<u8>,
+    ) -> Result<Result<Vec<u8>, String>, WorkerError> {
+        let lost =
+            || WorkerError::Lost(cluster::lost().unwrap_or_else(|| "worker 0 is gone".into()));
+        let (sent, answered) = mpsc::channel();
+        {
+            let feed = self.feed.lock().expect("not poisoned");
+            let Some(feed) = feed.as_ref() else {
+                return Err(WorkerError::Lost(
+                    "only the first process of a cluster sends errands".into(),
+                ));
+            };
+            if process == 0 || process >= self.processes {
+                return Err(WorkerError::Lost(format!(
+                    "there is no other process {process} to send an errand to"
+                )));
+            }
+            feed.errands
+                .send((process, errand, sent))
+                .map_err(|_| lost())?;
+            feed.worker.unpark();
+        }
+        wait_lending(&answered).ok_or_else(lost)
     }
 
     /// Decides every node of `nodes`, gathering each input as it is sent, and returns
@@ -404,6 +466,27 @@ struct PartDone {
     worked: Result<Worked, String>,
 }
 
+/// An errand of worker `from` (worker 0, for the first process) for worker `to` (the
+/// first of another process).
+#[derive(Clone, Serialize, Deserialize)]
+struct Errand {
+    to: u64,
+    from: u64,
+    id: u64,
+    bytes: Vec<u8>,
+}
+
+/// An errand's answer, for worker `to`.
+#[derive(Clone, Serialize, Deserialize)]
+struct ErrandDone {
+    to: u64,
+    id: u64,
+    answer: Result<Vec<u8>, String>,
+}
+
+/// Where an errand's answer goes.
+type ErrandAnswer = mpsc::Sender<Result<Vec<u8>, String>>;
+
 /// Where a part's answer goes.
 type PartAnswer = mpsc::Sender<Result<Worked, String>>;
 
@@ -416,7 +499,9 @@ type Ask = (Work, PartAnswer);
 /// send its answer back); worker 0 feeds it tasks as they come and hands back outcomes
 /// as they arrive, until the feed closes; every worker sends the parts its choices ask
 /// for until every node is decided. `far`: how many workers on from this one the worker
-/// of the next process is, where there are several processes.
+/// of the next process is, where there are several processes. Worker 0 also sends the
+/// errands of the first process to the first worker of theirs, where `serve` answers
+/// them on the pool.
 ///
 /// A choice waiting for its part lends its rayon thread to the pool, which may start
 /// another node's choice on it: the waits nest at most as deep as the tasks in flight
@@ -424,12 +509,16 @@ type Ask = (Work, PartAnswer);
 fn run_worker(
     worker: &mut timely::worker::Worker,
     links: Option<WorkerLinks>,
-    far: Option<usize>,
+    (far, serve): (Option<usize>, Option<Serve>),
 ) -> Done {
     let index = worker.index() as u64;
     let peers = worker.peers() as u64;
     let mut tasks_input = InputHandle::<u64, CapacityContainerBuilder<Vec<Task>>>::new();
     let mut parts_input = InputHandle::<u64, CapacityContainerBuilder<Vec<PartTask>>>::new();
+    let mut errands_input = InputHandle::<u64, CapacityContainerBuilder<Vec<Errand>>>::new();
+    // Errands sent, by id, waiting for their answer.
+    let errands_waiting: Rc<RefCell<HashMap<u64, ErrandAnswer>>> = Rc::default();
+    let errands_answered = Rc::clone(&errands_waiting);
     let collected: Rc<RefCell<Vec<Answer>>> = Rc::default();
     let sink = Rc::clone(&collected);
     // Parts sent, by id, waiting for their answer.
@@ -505,14 +594,69 @@ fn run_worker(
                 let _ = answer.send(done.worked.clone());
             }
         });
+        let answer = move |errand: Errand| ErrandDone {
+            to: errand.from,
+            id: errand.id,
+            answer: match &serve {
+                Some(serve) => {
+                    let served = std::panic::AssertUnwindSafe(|| serve(errand.bytes));
+                    std::panic::catch_unwind(served).unwrap_or_else(|panic| {
+                        Err(format!("an errand failed: {}", panic_text(&panic)))
+                    })
+                }
+                None => Err("this process answers no errands".into()),
+            },
+        };
+        on_pool(
+            errands_input
+                .to_stream(scope)
+                .exchange(|errand: &Errand| errand.to),
+            "Errand",
+            (answer, |errand: &Errand| ErrandDone {
+                to: errand.from,
+                id: errand.id,
+                answer: Err("an errand stopped without an answer".into()),
+            }),
+        )
+        .exchange(|done: &ErrandDone| done.to)
+        .inspect(move |done: &ErrandDone| {
+            if let Some(answer) = errands_answered.borrow_mut().remove(&done.id) {
+                let _ = answer.send(done.answer.clone());
+            }
+        });
     });
     let mut feed = links;
     let mut tasks_input = Some(tasks_input).filter(|_| feed.is_some());
-    // Parts are sent only to another process.
+    // Parts are sent only to another process; errands only by the first process.
     let mut parts_input = Some(parts_input).filter(|_| far.is_some());
+    let mut errands_input = Some(errands_input).filter(|_| far.is_some() && feed.is_some());
     let (mut tasks_epoch, mut parts_epoch, mut next_id) = (0u64, 0u64, 0u64);
+    let (mut errands_epoch, mut next_errand) = (0u64, 0u64);
     loop {
-        if let (Some((tasks, _)), Some(input)) = (&feed, &mut tasks_input) {
+        if let (Some((_, _, errands)), Some(input)) = (&feed, &mut errands_input) {
+            let mut sent = false;
+            while let Ok((process, bytes, answer)) = errands.try_recv() {
+                errands_waiting.borrow_mut().insert(next_errand, answer);
+                input.send(Errand {
+                    to: (process * far.unwrap_or(1)) as u64,
+                    from: index,
+                    id: next_errand,
+                    bytes,
+                });
+                next_errand += 1;
+                sent = true;
+            }
+            if sent {
+                errands_epoch += 1;
+                input.advance_to(errands_epoch);
+            }
+        }
+        // Every node decided, everywhere: the first process has finished, and sends
+        // no more errands.
+        if errands_input.is_some() && decided.done() {
+            errands_input = None;
+        }
+        if let (Some((tasks, _, _)), Some(input)) = (&feed, &mut tasks_input) {
             let (mut open, mut sent) = (true, false);
             loop {
                 match tasks.try_recv() {
@@ -563,7 +707,7 @@ fn run_worker(
         if !worker.step_or_park(Some(PATIENCE_STEP)) {
             break;
         }
-        if let Some((_, answers)) = &feed {
+        if let Some((_, answers, _)) = &feed {
             for answer in collected.borrow_mut().drain(..) {
                 if answers.send(answer).is_err() {
                     tasks_input = None;

@@ -116,6 +116,9 @@ fn two_processes_nest_as_one_does() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count of parts in {lent:?}"));
     assert!(parts > 0, "{lent}");
+    // What crossed to it is counted.
+    assert!(lent.contains(" of their inputs, sending back "), "{lent}");
+    assert!(!lent.contains("from 0 B"), "{lent}");
 }
 
 /// Runs `nest --workers 1` with `args` alone and as two processes of a cluster, checks

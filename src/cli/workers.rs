@@ -69,11 +69,14 @@ impl AlgorithmArgs {
             };
             eprintln!(
                 "blackbox: process {process} lent its {} to process 0 ({}), which is done \
-                 (here: {read}; decided {}, ran {} of nodes decided elsewhere)",
+                 (here: {read}; decided {}, ran {} of nodes decided elsewhere, from {} of \
+                 their inputs, sending back {})",
                 counted(threads, "worker", "workers"),
                 addresses[0],
                 counted(done.nodes, "node", "nodes"),
                 counted(done.parts, "part", "parts"),
+                size(done.received),
+                size(done.sent),
             );
             let texts = server.not_offered();
             if !texts.is_empty() {

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -412,6 +412,8 @@ impl Engine {
             let worker = result.map_err(lost)?;
             done.nodes += worker.nodes;
             done.parts += worker.parts;
+            done.received += worker.received;
+            done.sent += worker.sent;
         }
         Ok(done)
     }
@@ -446,6 +448,43 @@ pub struct Done {
     /// Parts of other processes' nodes' choices that they ran (second halves of nodes
     /// cut in two, robust starts).
     pub parts: usize,
+    /// Bytes of those nodes' inputs and parts received from another process, as timely
+    /// sends them (bincode); 0 in the first process, whose workers' inputs come from
+    /// its own memory.
+    pub received: u64,
+    /// Bytes of their outcomes and answers sent back, likewise.
+    pub sent: u64,
+}
+
+/// What one process's workers did, counted as they do it.
+#[derive(Default)]
+struct Tally {
+    nodes: AtomicUsize,
+    parts: AtomicUsize,
+    /// Whether records come from and go to another process, and their bytes are
+    /// counted.
+    crossing: bool,
+    received: AtomicU64,
+    sent: AtomicU64,
+}
+
+impl Tally {
+    /// Counts `record`'s bytes in `counter` where records cross to another process.
+    fn bytes(&self, counter: &AtomicU64, record: &impl Serialize) {
+        if self.crossing {
+            let bytes = bincode::serialized_size(record).unwrap_or(0);
+            counter.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    fn done(&self) -> Done {
+        Done {
+            nodes: self.nodes.load(Ordering::Relaxed),
+            parts: self.parts.load(Ordering::Relaxed),
+            received: self.received.load(Ordering::Relaxed),
+            sent: self.sent.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// A part of a node's choice, sent by worker `from` to be run by worker `to`.
@@ -527,11 +566,17 @@ fn run_worker(
     let (asks, asked) = mpsc::channel::<Ask>();
     let this_thread = std::thread::current();
     let decided = timely::dataflow::operators::probe::Handle::new();
-    let (nodes, parts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (nodes_counted, parts_counted) = (Arc::clone(&nodes), Arc::clone(&parts));
+    // Records cross the network only to and from the workers of processes other than
+    // the first (parts go to the next process, whichever that is; counted where run).
+    let tally = Arc::new(Tally {
+        crossing: far.is_some_and(|threads| index as usize >= threads),
+        ..Tally::default()
+    });
+    let (deciding, running) = (Arc::clone(&tally), Arc::clone(&tally));
     worker.dataflow::<u64, _, _>(|scope| {
         let decide = move |task: Task| -> Answer {
-            nodes_counted.fetch_add(1, Ordering::Relaxed);
+            deciding.nodes.fetch_add(1, Ordering::Relaxed);
+            deciding.bytes(&deciding.received, &task);
             let (asks, thread, node) = (asks.clone(), this_thread.clone(), task.input.node);
             let send = move |work: Work| -> Box<dyn FnOnce() -> Worked + Send> {
                 let (answer, answered) = mpsc::channel();
@@ -549,7 +594,9 @@ fn run_worker(
                 Some(_) => Sharing::Elsewhere(&send),
                 None => Sharing::Here,
             };
-            caught(node, || decide(task.input, &task.options, sharing))
+            let answer = caught(node, || decide(task.input, &task.options, sharing));
+            deciding.bytes(&deciding.sent, &answer);
+            answer
         };
         on_pool(
             tasks_input
@@ -567,15 +614,21 @@ fn run_worker(
         .inspect(move |answer: &Answer| sink.borrow_mut().push(answer.clone()))
         .probe_with(&decided);
         let run = move |task: PartTask| {
-            parts_counted.fetch_add(1, Ordering::Relaxed);
+            running.parts.fetch_add(1, Ordering::Relaxed);
+            // A part always comes from another process.
+            let bytes = bincode::serialized_size(&task).unwrap_or(0);
+            running.received.fetch_add(bytes, Ordering::Relaxed);
             let worked = std::panic::AssertUnwindSafe(|| task.work.run());
-            PartDone {
+            let done = PartDone {
                 to: task.from,
                 id: task.id,
                 worked: std::panic::catch_unwind(worked).map_err(|panic| {
                     format!("a part of a node's choice failed: {}", panic_text(&panic))
                 }),
-            }
+            };
+            let bytes = bincode::serialized_size(&done).unwrap_or(0);
+            running.sent.fetch_add(bytes, Ordering::Relaxed);
+            done
         };
         on_pool(
             parts_input
@@ -717,10 +770,7 @@ fn run_worker(
             }
         }
     }
-    Done {
-        nodes: nodes.load(Ordering::Relaxed),
-        parts: parts.load(Ordering::Relaxed),
-    }
+    tally.done()
 }
 
 /// `stream`'s records each handed to rayon's pool to `work` on, their answers given at

@@ -61,9 +61,10 @@ impl AlgorithmArgs {
             let read = match served.captures {
                 0 => "read no capture".to_owned(),
                 n => format!(
-                    "read {} ({}) and sent their messages ({})",
+                    "read {} ({} in {:.1} s) and sent their messages ({})",
                     counted(n, "capture", "captures"),
                     size(served.bytes),
+                    served.seconds,
                     size(served.sent),
                 ),
             };

@@ -104,11 +104,14 @@ pub struct Server {
 /// What a [`Server`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Served {
+    /// From the start of the first capture's reading to the end of the last's.
+    span: Option<(std::time::Instant, std::time::Instant)>,
     /// Captures read.
     pub captures: usize,
     /// Their bytes as stored.
     pub bytes: u64,
-    /// Seconds spent reading them, summed over the captures (read side by side).
+    /// Seconds from the start of the first capture's reading to the end of the
+    /// last's (they are read side by side).
     pub seconds: f64,
     /// Bytes of their messages sent.
     pub sent: u64,
@@ -191,7 +194,10 @@ impl Server {
         let mut served = self.served.lock().expect("not poisoned");
         served.captures += 1;
         served.bytes += size;
-        served.seconds += started.elapsed().as_secs_f64();
+        let (first, _) = served.span.unwrap_or((started, started));
+        let last = std::time::Instant::now();
+        served.span = Some((first.min(started), last));
+        served.seconds = (last - first.min(started)).as_secs_f64();
         Ok(ReadThere { id, capture, kept })
     }
 

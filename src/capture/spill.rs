@@ -145,9 +145,7 @@ impl Spilled {
         }
         Ok(())
     }
-}
 
-impl Spilled {
     /// Up to `most` bytes of the file as written, from `offset`: for sending it to
     /// another process of a cluster ([`crate::input::elsewhere`]), which keeps them with
     /// [`SpillCopy`].

@@ -3,8 +3,9 @@
 //! Wireshark do); and its kind, told by its first bytes: a pcap or pcapng capture, or a
 //! text trace. Everything else is refused with a reason a user can act on: an empty
 //! file, a capture format not read here, another compression, binary data (shown as
-//! hex, never as raw bytes on a terminal). Owns the sniffing, not the formats: those are
-//! [`crate::capture`]'s and [`crate::trace::text`]'s.
+//! hex, never as raw bytes on a terminal). A capture can also be one that another
+//! process of a cluster reads ([`super::elsewhere`]). Owns the sniffing, not the
+//! formats: those are [`crate::capture`]'s and [`crate::trace::text`]'s.
 
 use crate::progress::Progress;
 use flate2::read::MultiGzDecoder;
@@ -219,6 +220,16 @@ impl Source {
     pub fn open(mut self, progress: &Progress) -> Result<Box<dyn Read + Send>, SourceError> {
         if let Some(standard) = self.standard.take() {
             return Ok(standard);
+        }
+        // Never a file of the same name here: another process's capture is read there.
+        if let Some(elsewhere) = &self.elsewhere {
+            return Err(SourceError::Io {
+                path: self.path.clone(),
+                source: io::Error::other(format!(
+                    "process {} of the cluster reads it, not this one",
+                    elsewhere.process
+                )),
+            });
         }
         let file = File::open(&self.path).map_err(|source| SourceError::Io {
             path: self.path.clone(),

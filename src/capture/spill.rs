@@ -83,6 +83,14 @@ impl SpillWriter {
         Ok(())
     }
 
+    /// Appends bytes that another writer wrote, as they are: another process's file,
+    /// copied here block by block ([`Spilled::raw_bytes`]), in place of [`Self::write`].
+    pub fn append_written(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all(bytes)?;
+        self.bytes += bytes.len() as u64;
+        Ok(())
+    }
+
     /// The batches written, to be replayed.
     pub fn finish(self) -> io::Result<Spilled> {
         let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
@@ -148,46 +156,13 @@ impl Spilled {
 
     /// Up to `most` bytes of the file as written, from `offset`: for sending it to
     /// another process of a cluster ([`crate::input::elsewhere`]), which keeps them with
-    /// [`SpillCopy`].
+    /// [`SpillWriter::append_written`].
     pub fn raw_bytes(&self, offset: u64, most: usize) -> io::Result<Vec<u8>> {
         use std::os::unix::fs::FileExt;
         let wanted = most.min(self.bytes.saturating_sub(offset) as usize);
         let mut bytes = vec![0u8; wanted];
         self.file.read_exact_at(&mut bytes, offset)?;
         Ok(bytes)
-    }
-}
-
-/// Another process's [`Spilled`] file, copied here block by block as it arrives.
-pub struct SpillCopy {
-    file: BufWriter<File>,
-    bytes: u64,
-}
-
-impl SpillCopy {
-    /// A copy in a new anonymous file in the temporary directory, as [`SpillWriter`]'s.
-    pub fn new() -> io::Result<Self> {
-        Ok(SpillCopy {
-            file: BufWriter::with_capacity(1 << 20, tempfile::tempfile()?),
-            bytes: 0,
-        })
-    }
-
-    /// Appends the file's next bytes.
-    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all(bytes)?;
-        self.bytes += bytes.len() as u64;
-        Ok(())
-    }
-
-    /// The copy, to be replayed as the original would be.
-    pub fn finish(self) -> io::Result<Spilled> {
-        let mut file = self.file.into_inner().map_err(|e| e.into_error())?;
-        file.rewind()?;
-        Ok(Spilled {
-            file,
-            bytes: self.bytes,
-        })
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::source::{Kind, Source};
 use super::InputError;
-use crate::capture::spill::{SpillCopy, Spilled};
+use crate::capture::spill::{SpillWriter, Spilled};
 use crate::capture::{self, CaptureError, CaptureOptions, HostCapture};
 use crate::progress::Progress;
 use serde::{Deserialize, Serialize};
@@ -386,7 +386,7 @@ impl Elsewhere {
             mut capture,
             kept,
         } = read;
-        let mut copy = SpillCopy::new().map_err(|e| capture::spill::error(path, e))?;
+        let mut copy = SpillWriter::new().map_err(|e| capture::spill::error(path, e))?;
         let mut offset = 0;
         while offset < kept {
             let block: Vec<u8> = postcard::from_bytes(&ask(Errand::Fetch { id, offset })?)
@@ -397,7 +397,7 @@ impl Elsewhere {
                 ))
                 .into());
             }
-            copy.append(&block)
+            copy.append_written(&block)
                 .map_err(|e| capture::spill::error(path, e))?;
             offset += block.len() as u64;
         }

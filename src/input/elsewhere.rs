@@ -429,8 +429,8 @@ mod tests {
             (offered("c", 20), vec![0, 1]),
             (offered("d", 5), vec![1]),
         ];
-        // b (30) to 0; c (20) to 1; a (10) to 1 (25 against 30)... 1 has 20, so a to 1;
-        // d only on 1.
+        // b (30) to 0 (a tie, to the lower); c (20) to 1 (0 has 30); a (10) to 1 (20
+        // against 30); d is only on 1.
         assert_eq!(assign(&captures, 2), vec![1, 0, 1, 1]);
     }
 

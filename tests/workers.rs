@@ -175,43 +175,52 @@ fn each_process_reads_the_captures_it_is_given() {
     assert!((1..6).contains(&read), "{lent}");
 }
 
-/// Two processes that name different files by one path are refused (exit 2), named,
-/// rather than one of the files read twice and the other never.
+/// Two processes that name different files by one path, or one file by two paths, are
+/// refused (exit 2), named, rather than a file read twice as two hosts and another
+/// never.
 #[test]
-fn one_path_for_two_different_captures_is_refused() {
+fn a_capture_must_have_one_path_and_a_path_one_capture() {
     let _alone = ONE_CLUSTER_AT_A_TIME
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let (cluster, _) = cluster_file(dir.path());
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (name, from) in [("zero", "web.pcap"), ("one", "app.pcap")] {
-        std::fs::create_dir(dir.path().join(name)).unwrap();
-        std::fs::copy(
-            root.join("traces/shop").join(from),
-            dir.path().join(name).join("x.pcap"),
-        )
-        .unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/shop");
+    // (process 0's file and what it holds, process 1's, what process 0 says)
+    let cases = [
+        (
+            ("x.pcap", "web.pcap"),
+            ("x.pcap", "app.pcap"),
+            "process 1's x.pcap (",
+        ),
+        (
+            ("x.pcap", "web.pcap"),
+            ("y.pcap", "web.pcap"),
+            "process 1's y.pcap is the same file as process 0's x.pcap",
+        ),
+    ];
+    for ((zero, zero_holds), (one, one_holds), said) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (cluster, _) = cluster_file(dir.path());
+        for (place, name, from) in [("zero", zero, zero_holds), ("one", one, one_holds)] {
+            std::fs::create_dir(dir.path().join(place)).unwrap();
+            std::fs::copy(root.join(from), dir.path().join(place).join(name)).unwrap();
+        }
+        let run = |process: &str, place: &str, file: &str| {
+            let mut command = blackbox();
+            command
+                .current_dir(dir.path().join(place))
+                .args(["nest", "--workers", "1", file, "--process", process])
+                .arg("--cluster")
+                .arg(&cluster);
+            command
+        };
+        let second = run("1", "one", one).get_output_owned_in_thread();
+        let first = run("0", "zero", zero).output().unwrap();
+        let second = second.join().unwrap();
+        let stderr = String::from_utf8_lossy(&first.stderr);
+        assert_eq!(first.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(second.status.success());
     }
-    let run = |process: &str, place: &str| {
-        let mut command = blackbox();
-        command
-            .current_dir(dir.path().join(place))
-            .args(["nest", "--workers", "1", "x.pcap", "--process", process])
-            .arg("--cluster")
-            .arg(&cluster);
-        command
-    };
-    let second = run("1", "one").get_output_owned_in_thread();
-    let first = run("0", "zero").output().unwrap();
-    let second = second.join().unwrap();
-    let stderr = String::from_utf8_lossy(&first.stderr);
-    assert_eq!(first.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("process 1's x.pcap (") && stderr.contains("is not process 0's"),
-        "{stderr}"
-    );
-    assert!(second.status.success());
 }
 
 /// Runs `nest --workers 1` alone with `alone` and as two processes of a cluster with

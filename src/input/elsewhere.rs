@@ -12,7 +12,8 @@
 //! the same order, as one process given them all would read, so the output is the same
 //! bytes. A path several processes name is one capture on a shared path (its size and
 //! first bytes must agree, or the run is refused), read by the one of them with the
-//! fewest bytes to read so far, the largest captures placed first.
+//! fewest bytes to read so far, the largest captures placed first; one file named by
+//! two paths is refused too (it would be read twice, as two hosts).
 
 use super::source::{Kind, Source};
 use super::InputError;
@@ -279,20 +280,28 @@ pub fn gather(own: Vec<Source>, processes: usize, ask: &Ask) -> Result<Vec<Sourc
         at.insert(source.path.clone(), captures.len());
         captures.push((offered, vec![0]));
     }
+    // Each file once by its content too: the same capture under two paths would be
+    // read twice, as two hosts.
+    let mut contents: HashMap<(u64, u64), usize> = (captures.iter().enumerate())
+        .map(|(index, (offered, _))| ((offered.size, offered.head), index))
+        .collect();
     for (process, offered) in (1..).zip(offers) {
         for offered in offered {
             match at.get(&offered.path) {
                 Some(&index) => {
                     let (first, holders) = &mut captures[index];
                     if first.size != offered.size || first.head != offered.head {
+                        let theirs = match first.size == offered.size {
+                            true => format!("{} bytes, other first bytes", first.size),
+                            false => format!("{} bytes", first.size),
+                        };
                         return Err(InputError::Usage(format!(
-                            "process {process}'s {} ({} bytes) is not process {}'s ({} bytes): \
+                            "process {process}'s {} ({} bytes) is not process {}'s ({theirs}): \
                              name each host's capture by a path of its own, or give every \
                              process the same files on a shared path",
                             offered.path.display(),
                             offered.size,
                             holders[0],
-                            first.size
                         )));
                     }
                     if !holders.contains(&process) {
@@ -300,6 +309,17 @@ pub fn gather(own: Vec<Source>, processes: usize, ask: &Ask) -> Result<Vec<Sourc
                     }
                 }
                 None => {
+                    if let Some(&index) = contents.get(&(offered.size, offered.head)) {
+                        let (first, holders) = &captures[index];
+                        return Err(InputError::Usage(format!(
+                            "process {process}'s {} is the same file as process {}'s {} (the \
+                             same size and first bytes): name it by one path on every process",
+                            offered.path.display(),
+                            holders[0],
+                            first.path.display(),
+                        )));
+                    }
+                    contents.insert((offered.size, offered.head), captures.len());
                     at.insert(offered.path.clone(), captures.len());
                     captures.push((offered, vec![process]));
                 }

@@ -931,3 +931,29 @@ fn a_proxy_that_queues_first_in_first_out_is_read_by_the_order_of_its_arrivals()
         "{default}% exact by default, {without}% without the starts for saturation"
     );
 }
+
+/// The shop's app writes each reply's headers and body in two sends: Nagle's algorithm
+/// holds the body until web acknowledges the headers, and web delays that ACK by about
+/// 40 ms (traces/shop/README.md). Both ends' captures say so, for the replies whose
+/// headers web did not acknowledge at once (753 of 957; the bodies of the others
+/// followed within a millisecond); the gRPC system shows no stall.
+#[test]
+fn a_reply_held_back_by_nagle_and_a_delayed_ack_is_told_by_both_ends() {
+    let (_, stderr) = outputs_of(blackbox().args(["nest"]).args(shop_captures()));
+    let held: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("held back by TCP"))
+        .collect();
+    assert_eq!(held.len(), 2, "{stderr}");
+    for line in held {
+        assert!(
+            line.contains(
+                "until the peer's ACK: 753 http replies (after a small segment: Nagle's \
+                 algorithm waiting for a delayed ACK), 42."
+            ),
+            "{line}"
+        );
+    }
+    let (_, stderr) = outputs_of(blackbox().args(["nest"]).args(captures_in("grpc")));
+    assert!(!stderr.contains("held back by TCP"), "{stderr}");
+}

@@ -56,6 +56,8 @@ impl ProtocolChoice {
 struct Direction {
     /// Sequence number of the next byte expected.
     next: Option<u32>,
+    /// Where TCP held its data back until the peer's ACK.
+    watch: super::transport::Watch,
     /// Segments ahead of `next`, by their distance from it when they came.
     held: BTreeMap<u32, (Nanos, Vec<u8>, usize)>,
     fin: bool,
@@ -245,6 +247,13 @@ impl<'a> Flows<'a> {
             self.close(flow, stats);
             return;
         }
+        if tcp.ack_flag {
+            let acknowledged = match side {
+                Side::Client => &mut connection.to_client,
+                Side::Server => &mut connection.to_server,
+            };
+            acknowledged.watch.acked(time, tcp.ack);
+        }
         let direction = match side {
             Side::Client => &mut connection.to_server,
             Side::Server => &mut connection.to_client,
@@ -281,10 +290,29 @@ impl<'a> Flows<'a> {
                 stats,
             }
             .deliver(seq, time, segment.payload, segment.wire_len);
+            let before = self.messages.len();
             take_messages(&mut self.messages, &mut self.output, ends, stats);
+            for message in &self.messages[before..] {
+                let framed = &message.framed;
+                let sent = match framed.from {
+                    Side::Client => &mut connection.to_server,
+                    Side::Server => &mut connection.to_client,
+                };
+                if let Some(stall) = sent.watch.claim(framed.first, framed.last) {
+                    let what = match framed.kind {
+                        crate::trace::Kind::Call => "calls",
+                        crate::trace::Kind::Return => "replies",
+                        crate::trace::Kind::Free => "messages",
+                    };
+                    stats.stalled(&format!("{} {what}", message.protocol.as_str()), stall);
+                }
+            }
         }
         if tcp.fin {
-            direction.fin = true;
+            match side {
+                Side::Client => connection.to_server.fin = true,
+                Side::Server => connection.to_client.fin = true,
+            }
             if connection.to_server.fin && connection.to_client.fin {
                 self.close(flow, stats);
             }
@@ -616,6 +644,7 @@ impl Delivery<'_> {
             self.framer
                 .data(self.side, Chunk { time, seq, bytes }, self.output);
         }
+        self.direction.watch.data(time, wire_len as u32);
         let missing = wire_len.saturating_sub(bytes.len());
         if missing > 0 {
             count_hole(self.stats, missing);

@@ -18,6 +18,7 @@ pub mod own;
 pub mod protocol;
 pub mod spill;
 pub mod stats;
+pub mod transport;
 pub mod write;
 
 pub(crate) use naming::node_names;

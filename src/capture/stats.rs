@@ -42,6 +42,21 @@ pub struct FileStats {
     /// frames, a database's handshake), by what they are.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub housekeeping: BTreeMap<String, u64>,
+    /// Messages part of which TCP held back until the peer's acknowledgement came
+    /// ([`super::transport`]), by what they were (protocol, calls or replies) and why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub transport_stalls: BTreeMap<String, Stalled>,
+}
+
+/// Messages held back by their transport, and for how long.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stalled {
+    /// How many.
+    pub messages: u64,
+    /// Their time held back, summed.
+    pub waited_ns: u64,
+    /// The longest.
+    pub longest_ns: u64,
 }
 
 impl FileStats {
@@ -111,6 +126,22 @@ impl FileStats {
         for (what, n) in &other.housekeeping {
             *self.housekeeping.entry(what.clone()).or_default() += n;
         }
+        for (what, stalled) in &other.transport_stalls {
+            let into = self.transport_stalls.entry(what.clone()).or_default();
+            into.messages += stalled.messages;
+            into.waited_ns += stalled.waited_ns;
+            into.longest_ns = into.longest_ns.max(stalled.longest_ns);
+        }
+    }
+
+    /// Counts a message of `what` (protocol, calls or replies) held back by `stall`.
+    pub fn stalled(&mut self, what: &str, stall: super::transport::Stall) {
+        let key = format!("{what} ({})", stall.cause.meaning());
+        let stalled = self.transport_stalls.entry(key).or_default();
+        let waited = stall.waited.max(0) as u64;
+        stalled.messages += 1;
+        stalled.waited_ns += waited;
+        stalled.longest_ns = stalled.longest_ns.max(waited);
     }
 
     /// Messages built, over all protocols.
@@ -173,6 +204,15 @@ impl fmt::Display for FileStats {
         }
         for (what, n) in &self.housekeeping {
             notes.push(format!("read {n}, not messages: {what}"));
+        }
+        for (what, stalled) in &self.transport_stalls {
+            let mean = stalled.waited_ns as f64 / stalled.messages.max(1) as f64;
+            notes.push(format!(
+                "held back by TCP until the peer's ACK: {} {what}, {} each on average, {} at most",
+                stalled.messages,
+                crate::trace::time::human_duration(mean),
+                crate::trace::time::human_duration(stalled.longest_ns as f64),
+            ));
         }
         for (reason, n) in &self.skipped {
             notes.push(format!("skipped {n}: {reason}"));

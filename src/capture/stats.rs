@@ -129,7 +129,7 @@ impl FileStats {
         for (what, stalled) in &other.transport_stalls {
             let into = self.transport_stalls.entry(what.clone()).or_default();
             into.messages += stalled.messages;
-            into.waited_ns += stalled.waited_ns;
+            into.waited_ns = into.waited_ns.saturating_add(stalled.waited_ns);
             into.longest_ns = into.longest_ns.max(stalled.longest_ns);
         }
     }
@@ -140,7 +140,7 @@ impl FileStats {
         let stalled = self.transport_stalls.entry(key).or_default();
         let waited = stall.waited.max(0) as u64;
         stalled.messages += 1;
-        stalled.waited_ns += waited;
+        stalled.waited_ns = stalled.waited_ns.saturating_add(waited);
         stalled.longest_ns = stalled.longest_ns.max(waited);
     }
 

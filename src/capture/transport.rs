@@ -82,9 +82,11 @@ impl Watch {
     /// A data segment of this direction, new bytes in order, `len` bytes on the wire.
     pub fn data(&mut self, time: Nanos, len: u32) {
         if let (Some((previous, previous_len)), Some((acked, _))) = (self.last_data, self.acked) {
-            let gap = time - previous;
+            // Saturating: a capture's times are whatever its file says.
+            let gap = time.saturating_sub(previous);
             let after_ack = previous < acked && acked <= time;
-            if gap >= MIN_GAP && after_ack && time - acked <= (gap / 8).max(ACK_TO_DATA) {
+            let soon = time.saturating_sub(acked) <= (gap / 8).max(ACK_TO_DATA);
+            if gap >= MIN_GAP && after_ack && soon {
                 let cause = match previous_len < SMALL || previous_len < self.largest {
                     true => Cause::SmallSegment,
                     false => Cause::FullSegment,
@@ -126,7 +128,7 @@ impl Watch {
                 },
                 0,
             ));
-            total.waited += held.waited;
+            total.waited = total.waited.saturating_add(held.waited);
             if held.waited > *longest {
                 (*longest, total.cause) = (held.waited, held.cause);
             }

@@ -72,6 +72,16 @@ struct Connection {
     to_client: Direction,
 }
 
+impl Connection {
+    /// The direction whose bytes `side` sends.
+    fn sent_by(&mut self, side: Side) -> &mut Direction {
+        match side {
+            Side::Client => &mut self.to_server,
+            Side::Server => &mut self.to_client,
+        }
+    }
+}
+
 struct UdpEntry {
     client: u32,
     pair: UdpPair,
@@ -248,12 +258,14 @@ impl<'a> Flows<'a> {
             return;
         }
         if tcp.ack_flag {
-            let acknowledged = match side {
-                Side::Client => &mut connection.to_client,
-                Side::Server => &mut connection.to_server,
+            // It acknowledges what the other side sent.
+            let other = match side {
+                Side::Client => Side::Server,
+                Side::Server => Side::Client,
             };
-            acknowledged.watch.acked(time, tcp.ack);
+            connection.sent_by(other).watch.acked(time, tcp.ack);
         }
+        // Fields apart, not `sent_by`: the framer is borrowed beside it.
         let direction = match side {
             Side::Client => &mut connection.to_server,
             Side::Server => &mut connection.to_client,
@@ -294,10 +306,7 @@ impl<'a> Flows<'a> {
             take_messages(&mut self.messages, &mut self.output, ends, stats);
             for message in &self.messages[before..] {
                 let framed = &message.framed;
-                let sent = match framed.from {
-                    Side::Client => &mut connection.to_server,
-                    Side::Server => &mut connection.to_client,
-                };
+                let sent = connection.sent_by(framed.from);
                 if let Some(stall) = sent.watch.claim(framed.first, framed.last) {
                     let what = match framed.kind {
                         crate::trace::Kind::Call => "calls",
@@ -309,10 +318,7 @@ impl<'a> Flows<'a> {
             }
         }
         if tcp.fin {
-            match side {
-                Side::Client => connection.to_server.fin = true,
-                Side::Server => connection.to_client.fin = true,
-            }
+            connection.sent_by(side).fin = true;
             if connection.to_server.fin && connection.to_client.fin {
                 self.close(flow, stats);
             }

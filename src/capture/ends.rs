@@ -87,6 +87,7 @@ impl<'a> EndWriter<'a> {
                     .get(framed.propagated.0 as usize)
                     .map(String::as_str),
                 status: framed.status,
+                transit: super::naming::transit(message),
             });
         }
     }

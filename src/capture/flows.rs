@@ -30,6 +30,9 @@ pub struct CaptureMessage {
     pub protocol: ProtocolName,
     /// The message.
     pub framed: Framed,
+    /// What TCP held back between its first segment and its last
+    /// ([`super::transport`]).
+    pub held: Option<super::transport::Stall>,
 }
 
 /// Per-protocol choices the user made.
@@ -304,10 +307,11 @@ impl<'a> Flows<'a> {
             .deliver(seq, time, segment.payload, segment.wire_len);
             let before = self.messages.len();
             take_messages(&mut self.messages, &mut self.output, ends, stats);
-            for message in &self.messages[before..] {
+            for message in &mut self.messages[before..] {
                 let framed = &message.framed;
                 let sent = connection.sent_by(framed.from);
-                if let Some(stall) = sent.watch.claim(framed.first, framed.last) {
+                message.held = sent.watch.claim(framed.first, framed.last);
+                if let Some(stall) = message.held {
                     let what = match framed.kind {
                         crate::trace::Kind::Call => "calls",
                         crate::trace::Kind::Return => "replies",
@@ -528,6 +532,7 @@ fn take_messages(
             tcp: ends.tcp,
             protocol: ends.protocol,
             framed,
+            held: None,
         });
     }
 }

@@ -8,7 +8,7 @@
 use super::flows::CaptureMessage;
 use super::protocol::Side;
 use super::{CaptureOptions, HostCapture, NodeBy};
-use crate::trace::{End, Message, TraceBuilder, Truth};
+use crate::trace::{End, Message, TraceBuilder, Transit, Truth};
 use hashbrown::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
@@ -176,6 +176,7 @@ impl<F: Fn(SocketAddr, bool) -> String> Adder<'_, F> {
                     Some(instance) => builder.truth(instance),
                     None => Truth::NONE,
                 };
+                builder.transit(call_id, framed.kind, named.end, transit(message));
                 builder.push(Message::observed(
                     named.end,
                     prepared.time,
@@ -187,6 +188,24 @@ impl<F: Fn(SocketAddr, bool) -> String> Adder<'_, F> {
                 ));
             }
         }
+    }
+}
+
+/// What the capture saw of `message` between its first segment and its last.
+pub(super) fn transit(message: &CaptureMessage) -> Transit {
+    let framed = &message.framed;
+    // Saturating: a capture's times are whatever its file says.
+    let spread = framed.last.saturating_sub(framed.first).max(0);
+    match message.held {
+        Some(stall) => Transit {
+            spread,
+            held: stall.waited.clamp(0, spread),
+            why: Some(stall.cause),
+        },
+        None => Transit {
+            spread,
+            ..Transit::NONE
+        },
     }
 }
 

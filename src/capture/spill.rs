@@ -231,6 +231,10 @@ mod tests {
                 status: Status::Failed(503),
                 propagated: Propagated::NONE,
             },
+            held: (kind == Kind::Return).then_some(crate::capture::transport::Stall {
+                waited: 4,
+                cause: crate::trace::Held::Nagle,
+            }),
         }
     }
 

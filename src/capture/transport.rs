@@ -10,7 +10,7 @@
 //! per direction until a message claims them; not the framing ([`super::flows`]) nor
 //! what the stalls mean for a path's latency.
 
-use crate::trace::Nanos;
+use crate::trace::{Held, Nanos};
 
 /// A gap between two data segments of one message shorter than this is not a stall:
 /// a round trip within a data centre, or the sender's own pace.
@@ -25,45 +25,21 @@ const ACK_TO_DATA: Nanos = 2_000_000;
 /// maximum segment size a TCP must accept).
 const SMALL: u32 = 536;
 
-/// Why a segment was held.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum Cause {
-    /// After a small segment: Nagle's algorithm waited for its ACK, which the peer
-    /// delayed.
-    SmallSegment,
-    /// After a full segment: the congestion or the receive window was full.
-    FullSegment,
-}
-
-impl Cause {
-    /// What it means, for a reader.
-    pub fn meaning(self) -> &'static str {
-        match self {
-            Cause::SmallSegment => {
-                "after a small segment: Nagle's algorithm waiting for a delayed ACK"
-            }
-            Cause::FullSegment => "after a full segment: the congestion or receive window",
-        }
-    }
-}
-
 /// A message's time held back by its transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stall {
     /// How long, over all of the message's held segments.
     pub waited: Nanos,
     /// Why, for the longest of them.
-    pub cause: Cause,
+    pub cause: Held,
 }
 
 /// A held segment, until a message claims it.
 #[derive(Debug, Clone, Copy)]
-struct Held {
+struct HeldSegment {
     at: Nanos,
     waited: Nanos,
-    cause: Cause,
+    cause: Held,
 }
 
 /// One direction of a connection, as its stalls are told.
@@ -75,7 +51,7 @@ pub struct Watch {
     largest: u32,
     /// When the peer last acknowledged new data of this direction, and up to where.
     acked: Option<(Nanos, u32)>,
-    held: Vec<Held>,
+    held: Vec<HeldSegment>,
 }
 
 impl Watch {
@@ -88,10 +64,10 @@ impl Watch {
             let soon = time.saturating_sub(acked) <= (gap / 8).max(ACK_TO_DATA);
             if gap >= MIN_GAP && after_ack && soon {
                 let cause = match previous_len < SMALL || previous_len < self.largest {
-                    true => Cause::SmallSegment,
-                    false => Cause::FullSegment,
+                    true => Held::Nagle,
+                    false => Held::Window,
                 };
-                self.held.push(Held {
+                self.held.push(HeldSegment {
                     at: time,
                     waited: gap,
                     cause,
@@ -159,7 +135,7 @@ mod tests {
     #[test]
     fn a_body_held_until_a_delayed_ack_is_a_nagle_stall() {
         let stall = headers_then_body(40 * MS, 20_000).expect("a stall");
-        assert_eq!(stall.cause, Cause::SmallSegment);
+        assert_eq!(stall.cause, Held::Nagle);
         assert_eq!(stall.waited, 40 * MS + 20_000);
         // Seen at the receiver: the body comes a round trip after the ACK left.
         assert!(headers_then_body(40 * MS, MS).is_some());
@@ -193,6 +169,6 @@ mod tests {
         watch.acked(20 * MS, 1448);
         watch.data(20 * MS + 10_000, 1448);
         let stall = watch.claim(0, 20 * MS + 10_000).expect("a stall");
-        assert_eq!(stall.cause, Cause::FullSegment);
+        assert_eq!(stall.cause, Held::Window);
     }
 }

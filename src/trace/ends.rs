@@ -5,7 +5,7 @@
 //! what the stages make of the ends.
 
 use super::text::LineFields;
-use super::{End, Kind, Nanos, Status};
+use super::{End, Kind, Nanos, Status, Transit};
 
 /// Message ends, in the order pushed.
 #[derive(Debug, Default, Clone)]
@@ -28,6 +28,7 @@ struct OwnedEnd {
     kind: Kind,
     end: End,
     status: Status,
+    transit: Transit,
 }
 
 impl EndBlock {
@@ -81,6 +82,7 @@ impl EndBlock {
             kind: fields.kind,
             end: fields.end,
             status: fields.status,
+            transit: fields.transit,
         });
     }
 
@@ -105,6 +107,7 @@ impl EndBlock {
             operation: given(1).then_some(texts[4]),
             propagated: given(2).then_some(texts[5]),
             status: end.status,
+            transit: end.transit,
         }
     }
 
@@ -145,6 +148,7 @@ mod tests {
             operation: Some("GET /a b"),
             propagated: Some(""),
             status: Status::Unknown,
+            transit: Transit::NONE,
         };
         let two = LineFields {
             time: 7,
@@ -157,6 +161,11 @@ mod tests {
             operation: None,
             propagated: None,
             status: Status::Failed(500),
+            transit: Transit {
+                spread: 9,
+                held: 8,
+                why: Some(super::super::Held::Nagle),
+            },
         };
         let mut block = EndBlock::default();
         block.push(&one);

@@ -8,9 +8,11 @@ mod interner;
 pub mod mbox;
 pub mod text;
 pub mod time;
+pub mod transit;
 
 pub use interner::Interner;
 pub use time::Nanos;
+pub use transit::{Held, Transit};
 
 use rayon::slice::ParallelSliceMut;
 
@@ -340,6 +342,8 @@ pub struct Trace {
     /// an index into `connections` plus one; 0 or missing: none given).
     connections: Interner,
     call_connections: Vec<u32>,
+    /// Each call's and return's time between first and last byte, where captures told.
+    transits: transit::CallTransits,
 }
 
 impl Trace {
@@ -443,6 +447,17 @@ impl Trace {
     pub fn system(&self, call: CallId) -> Option<&'static str> {
         let index = *self.call_systems.get(call.0 as usize)?;
         self.systems.get(usize::from(index)).copied()
+    }
+
+    /// The time between the first and the last byte of `call`'s message of `kind`, and
+    /// what TCP held back, where a capture told ([`Transit::NONE`] otherwise).
+    pub fn transit(&self, call: CallId, kind: Kind) -> Transit {
+        self.transits.get(call, kind)
+    }
+
+    /// Whether any message's transit is known.
+    pub fn has_transits(&self) -> bool {
+        !self.transits.is_empty()
     }
 
     /// A truth tag as it was written, if any.
@@ -581,6 +596,12 @@ impl TraceBuilder {
             statuses.resize(index + 1, Status::Unknown);
         }
         statuses[index] = status;
+    }
+
+    /// Records what `end` saw of the time between the first and the last byte of
+    /// `call`'s message of `kind` (the receiver's view wins).
+    pub fn transit(&mut self, call: CallId, kind: Kind, end: End, transit: Transit) {
+        self.trace.transits.record(call, kind, end, transit);
     }
 
     /// Adds one observation.

@@ -8,11 +8,14 @@
 //!
 //! The keys read are `truth=` (as the bare sixth field), `op=` (the call's operation,
 //! blanks written as `_`), `status=` (`ok` or a failure's code), `id=` (the request
-//! id or trace context a call carried) and `conn=` (the connection it travelled on);
-//! others are counted and ignored, so that traces from newer writers still read.
+//! id or trace context a call carried), `conn=` (the connection it travelled on),
+//! `spread=` (seconds from the message's first byte to its last) and `held=` (how
+//! much of that TCP held back for the peer's ACK, and why: `nagle:0.0424` or
+//! `window:0.0031`); others are counted and ignored, so that traces from newer writers
+//! still read.
 
 use super::time::{self, TimeError};
-use super::{End, Kind, Message, Status, Trace, TraceBuilder, Truth};
+use super::{End, Held, Kind, Message, Status, Trace, TraceBuilder, Transit, Truth};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -55,6 +58,9 @@ pub enum LineProblem {
     /// A `status=` that is neither `ok` nor a number.
     #[error("bad status `{0}` (expected ok or a failure's code)")]
     BadStatus(String),
+    /// A `spread=` or `held=` that is not what the format says.
+    #[error("bad {0} (expected spread=SECONDS and held=nagle:SECONDS or held=window:SECONDS, at most the spread)")]
+    BadTransit(String),
     /// The timestamp is not decimal seconds.
     #[error("bad timestamp `{text}`: {reason}")]
     BadTimestamp {
@@ -179,7 +185,7 @@ pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool,
     };
     let mut fields: [&[u8]; 6] = [&[]; 6];
     let mut count = 0;
-    let mut keyed: [Option<&[u8]>; 5] = [None; 5];
+    let mut keyed: [Option<&[u8]>; 7] = [None; 7];
     let mut words = content
         .split(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
         .filter(|f| !f.is_empty());
@@ -199,7 +205,7 @@ pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool,
         }
         keep_key(field, &mut keyed, builder);
     }
-    let [keyed_truth, operation, status, propagated, connection] = keyed;
+    let [keyed_truth, operation, status, propagated, connection, spread, held] = keyed;
     if count == 5 {
         if let Some(truth) = keyed_truth {
             fields[5] = truth;
@@ -241,15 +247,49 @@ pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool,
         let status = Status::parse(text).ok_or_else(|| LineProblem::BadStatus(text.into()))?;
         builder.status(call_id, status);
     }
+    if spread.is_some() || held.is_some() {
+        builder.transit(call_id, kind, end, parse_transit(spread, held)?);
+    }
     builder.push(Message::observed(
         end, time, kind, sender, receiver, call_id, truth,
     ));
     Ok(true)
 }
 
+/// A message's transit from its `spread=` and `held=` values (a hold with no spread
+/// spans the hold).
+fn parse_transit(spread: Option<&[u8]>, held: Option<&[u8]>) -> Result<Transit, LineProblem> {
+    let bad = |key: &str, value: &[u8]| {
+        LineProblem::BadTransit(format!("{key}={}", String::from_utf8_lossy(value)))
+    };
+    let seconds = |key: &str, value: &[u8]| {
+        time::parse_seconds(value)
+            .ok()
+            .filter(|&t| t >= 0)
+            .ok_or_else(|| bad(key, value))
+    };
+    let mut transit = Transit::NONE;
+    if let Some(value) = spread {
+        transit.spread = seconds("spread", value)?;
+    }
+    if let Some(value) = held {
+        let text = utf8(value)?;
+        let (why, amount) = text.split_once(':').ok_or_else(|| bad("held", value))?;
+        transit.why = Some(Held::from_token(why).ok_or_else(|| bad("held", value))?);
+        transit.held = seconds("held", amount.as_bytes())?;
+        if spread.is_none() {
+            transit.spread = transit.held;
+        } else if transit.held > transit.spread {
+            return Err(bad("held", value));
+        }
+    }
+    Ok(transit)
+}
+
 /// Keeps a `key=value` field's value if the key is one read here (`truth`, `op`,
-/// `status`, `id`, `conn`, in that order in `keyed`); counts it otherwise.
-fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 5], builder: &mut TraceBuilder) {
+/// `status`, `id`, `conn`, `spread`, `held`, in that order in `keyed`); counts it
+/// otherwise.
+fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 7], builder: &mut TraceBuilder) {
     let equals = field
         .iter()
         .position(|&b| b == b'=')
@@ -261,6 +301,8 @@ fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 5], builder: &mu
         b"status" => 2,
         b"id" => 3,
         b"conn" => 4,
+        b"spread" => 5,
+        b"held" => 6,
         _ => {
             builder.stats_mut().ignored_fields += 1;
             return;
@@ -375,6 +417,7 @@ pub(crate) fn message_fields(trace: &Trace, t: i64, i: usize, end: End) -> LineF
         operation: trace.operation_name(trace.operation(m.call_id())),
         propagated: trace.propagated_text(trace.propagated(m.call_id())),
         status: trace.status(m.call_id()),
+        transit: trace.transit(m.call_id(), m.kind()),
     }
 }
 
@@ -405,6 +448,9 @@ pub(crate) fn push_as_line(fields: &LineFields<'_>, builder: &mut TraceBuilder) 
         }
         Kind::Return if fields.status != Status::Unknown => builder.status(call_id, fields.status),
         Kind::Return | Kind::Free => {}
+    }
+    if !fields.transit.is_none() {
+        builder.transit(call_id, fields.kind, fields.end, fields.transit);
     }
     builder.push(Message::observed(
         fields.end,
@@ -439,6 +485,8 @@ pub struct LineFields<'a> {
     pub propagated: Option<&'a str>,
     /// The answer's status (written on returns).
     pub status: Status,
+    /// Its time between first and last byte (written where there was any).
+    pub transit: Transit,
 }
 
 /// Appends one line, with its newline: `op=` and `id=` on calls, `status=` on returns
@@ -478,6 +526,17 @@ pub fn push_line(line: &mut String, fields: &LineFields<'_>) {
         },
         Kind::Free => {}
     }
+    let transit = fields.transit;
+    if transit.spread > 0 {
+        line.push_str(" spread=");
+        time::push_seconds(line, transit.spread);
+    }
+    if let Some(why) = transit.why {
+        line.push_str(" held=");
+        line.push_str(why.token());
+        line.push(':');
+        time::push_seconds(line, transit.held);
+    }
     line.push('\n');
 }
 
@@ -504,6 +563,7 @@ pub(crate) fn trace_from_str(text: &str) -> Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::CallId;
 
     fn parse(text: &str) -> Result<Trace, TraceError> {
         let mut b = TraceBuilder::new();
@@ -749,5 +809,55 @@ mod tests {
         assert_eq!(added.messages, read_back.messages);
         let c2 = CallId(added.call_ids.get("c2").unwrap());
         assert_eq!(added.operation_name(added.operation(c2)), Some("get_many"));
+    }
+
+    #[test]
+    fn time_in_transit_reads_back_as_written_and_bad_values_are_named() {
+        let text = "1.0 CALL_SENT a b c1\n\
+                    1.5 RET_SENT b a c1 spread=0.042441 held=nagle:0.0424\n\
+                    1.6 RET_RECV b a c1 spread=0.042443 held=nagle:0.04241\n\
+                    2.0 CALL_RECV a b c2 held=window:0.003\n";
+        let trace = trace_from_str(text);
+        let c1 = CallId(trace.call_ids.get("c1").unwrap());
+        // The receiver's view wins.
+        assert_eq!(
+            trace.transit(c1, Kind::Return),
+            Transit {
+                spread: 42_443_000,
+                held: 42_410_000,
+                why: Some(Held::Nagle)
+            }
+        );
+        assert_eq!(trace.transit(c1, Kind::Call), Transit::NONE);
+        let c2 = CallId(trace.call_ids.get("c2").unwrap());
+        assert_eq!(trace.transit(c2, Kind::Call).spread, 3_000_000);
+        let mut written = Vec::new();
+        write(&trace, &mut written).unwrap();
+        let written = String::from_utf8(written).unwrap();
+        assert!(
+            written.contains("RET_SENT b a c1 spread=0.042443 held=nagle:0.042410\n"),
+            "{written}"
+        );
+        let again = trace_from_str(&written);
+        assert_eq!(
+            again.transit(c1, Kind::Return),
+            trace.transit(c1, Kind::Return)
+        );
+        for bad in [
+            "spread=-1",
+            "spread=x",
+            "held=0.1",
+            "held=slow:0.1",
+            "spread=0.1 held=nagle:0.2",
+        ] {
+            let line = format!("1 RET a b c {bad}");
+            assert!(
+                matches!(
+                    parse_line(line.as_bytes(), &mut TraceBuilder::new()),
+                    Err(LineProblem::BadTransit(_))
+                ),
+                "{bad}"
+            );
+        }
     }
 }

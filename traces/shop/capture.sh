@@ -16,6 +16,13 @@
 # W3C traceparent, the application passes it on to its SQL as a sqlcommenter comment,
 # both log every call, and truth.py writes DIR/truth.tsv from the logs (needs a built
 # blackbox, see truth.py).
+#
+# SHOP_NODELAY=1 in the environment (`sudo SHOP_NODELAY=1 traces/shop/capture.sh ...`)
+# sets TCP_NODELAY on the application tier's accepted connections (app.py). app writes
+# each reply's headers and body in two sends; by default Nagle's algorithm holds the
+# body until nginx ACKs the headers, which nginx delays ~40 ms, so the shipped captures
+# show that stall in most requests. With SHOP_NODELAY=1 both go out at once: the same
+# system without the stall (traces/shop-nodelay). Unset or 0: the default.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +31,8 @@ threads=${2:-4}
 out=${3:-$here}
 workers=${4:-0}
 traced=${5:-}
+nodelay=${SHOP_NODELAY:-0}
+case $nodelay in 0|1) ;; *) echo "capture.sh: SHOP_NODELAY must be 0 or 1" >&2; exit 2;; esac
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [ "$(id -u)" = 0 ] || { echo "capture.sh: needs root (network namespaces)" >&2; exit 2; }
@@ -109,7 +118,9 @@ logs=()
 rm -f "$out"/*-calls.log "$out/truth.tsv" "$out/app-pool.tsv"
 if [ -n "$traced" ]; then logs=("$out/app-calls.log"); fi
 if [ -n "$traced" ] && [[ $workers == *q* ]]; then logs+=("$out/app-pool.tsv"); fi
-on app "$venv/bin/python" "$here/app.py" "${address[app]}:8080" "${address[cache]}" \
+app_env=()
+if [ "$nodelay" = 1 ]; then app_env=(env SHOP_NODELAY=1); fi
+on app "${app_env[@]}" "$venv/bin/python" "$here/app.py" "${address[app]}:8080" "${address[cache]}" \
     "${address[db]}" "$workers" "${logs[@]}" >"$work/app.log" 2>&1 &
 pids+=($!)
 

@@ -25,7 +25,7 @@ fn figure_2_prints_a_calls_b_calls_c_and_d() {
     let out = blackbox_stdout(&["nest", "-q", data("figure2.trace").to_str().unwrap()]);
     assert_eq!(
         out,
-        "rank  count  total latency  mean latency  sure  pattern\n   1      1        10.00 s       10.00 s  100%  A->B(C,D)\n"
+        "rank  count  total latency  mean latency  sure  adds most  pattern\n   1      1        10.00 s       10.00 s  100%  B 6.000 s  A->B(C,D)\n"
     );
 }
 

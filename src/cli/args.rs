@@ -42,8 +42,10 @@ pub(super) enum Command {
     /// [<truth>]`, one message end per line); several files are merged into one trace.
     /// It pairs calls with returns, scores
     /// every call's possible parents against the delays seen in the whole trace, and
-    /// prints the path patterns ranked, with their latencies. A summary of what was read
-    /// and skipped goes to stderr.
+    /// prints the path patterns ranked, with their latencies and what adds the most to
+    /// each: a node's own time, or (from captures) an edge's time in transit between the
+    /// first and last byte of its messages, and why where TCP held them back. A summary
+    /// of what was read and skipped goes to stderr.
     #[command(after_long_help = "Examples:
   blackbox nest traces/shop/*.pcap*
   blackbox nest -q traces/shop/*.pcap* --html report.html --svg graphs/
@@ -449,8 +451,9 @@ pub(super) struct NestArgs {
     /// Instead of the pattern table, show why CALL got its parent (a call id, or
     /// "SENDER RECEIVER TIME")
     ///
-    /// Instead of the pattern table, show why CALL got its parent: its candidate
-    /// parents with each one's scoreboard value, penalties and final score. CALL is a
+    /// Instead of the pattern table, show why CALL got its parent: how its time splits
+    /// (its callee's own time, waiting on its calls, its messages in transit), its
+    /// candidate parents with each one's scoreboard value, penalties and final score. CALL is a
     /// call id (every call carrying it), or "SENDER RECEIVER TIME" in one argument (the
     /// call between those nodes sent nearest to TIME, in seconds).
     #[arg(long, value_name = "CALL")]

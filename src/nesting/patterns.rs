@@ -5,7 +5,7 @@
 
 use super::call_pairs::CallPair;
 use super::parents::NO_PARENT;
-use crate::trace::{Nanos, NodeId, OperationId, Status, Trace};
+use crate::trace::{Held, Kind, Nanos, NodeId, OperationId, Status, Trace};
 use hashbrown::HashMap;
 
 /// A node's place in a pattern's tree, with the samples of every instance.
@@ -23,8 +23,22 @@ pub struct Position {
     /// instance (caller's clock); zero at the root.
     pub call_delays: Samples,
     /// Sum over instances of the call's own time: its latency not covered by the calls
-    /// it makes, overlaps counted once ([`own_time`]).
+    /// it makes (each until the last byte of its answer) nor by waiting for the rest of
+    /// its own request, overlaps counted once ([`own_time`]).
     pub own_time_sum: f64,
+    /// Per instance, the call's time between its first byte and its last: inside the
+    /// latency here, as the node waits for the rest of its request. Empty where the
+    /// trace knows no message's transit (text traces without `spread=`).
+    pub request_transit: Samples,
+    /// Per instance, the answer's time between its first byte and its last: after the
+    /// latency here, before the caller has the whole answer. Empty as `request_transit`.
+    pub reply_transit: Samples,
+    /// Sum over instances of what TCP held back in the call and the answer until the
+    /// peer's ACK (part of the two transits).
+    pub held_sum: f64,
+    /// Instances in which TCP held part of the call or the answer back, by why (in the
+    /// order of [`Held`]: Nagle's algorithm, the window).
+    pub held: [u64; 2],
     /// Instances in which the parent answered before this call returned: it did not
     /// wait for it (an asynchronous child; see
     /// [`crate::nesting::NestOptions::async_window`]).
@@ -42,6 +56,33 @@ pub struct Position {
 }
 
 impl Position {
+    /// The edge's mean time in transit: the call's and the answer's, between each
+    /// one's first byte and its last, over all instances.
+    pub fn mean_transit(&self) -> f64 {
+        let sum = self.request_transit.sum() + self.reply_transit.sum();
+        sum as f64 / self.latencies.len().max(1) as f64
+    }
+
+    /// The part of the edge's mean transit that the pattern's latency holds: all of it
+    /// below the root; at the root, the request's alone (its answer goes on after the
+    /// root's latency ends).
+    pub fn mean_transit_within(&self, root: bool) -> f64 {
+        match root {
+            true => self.request_transit.sum() as f64 / self.latencies.len().max(1) as f64,
+            false => self.mean_transit(),
+        }
+    }
+
+    /// Why TCP held this edge's messages back most often, with in how many instances.
+    pub fn held_most(&self) -> Option<(Held, u64)> {
+        let (nagle, window) = (self.held[0], self.held[1]);
+        match (nagle, window) {
+            (0, 0) => None,
+            _ if nagle >= window => Some((Held::Nagle, nagle + window)),
+            _ => Some((Held::Window, nagle + window)),
+        }
+    }
+
     /// The operations called here with their counts, most frequent first (ties by
     /// name), for output.
     pub fn operations_by_count<'t>(&self, trace: &'t Trace) -> Vec<(&'t str, u64)> {
@@ -254,6 +295,20 @@ impl Samples {
         }
     }
 
+    /// [`Self::summary`], or zeros where there are no values (a trace that knows no
+    /// transits keeps none).
+    pub fn summary_or_zero(&self) -> Summary {
+        match self.is_empty() {
+            true => Summary {
+                mean: 0.0,
+                p50: 0,
+                p90: 0,
+                p99: 0,
+            },
+            false => self.summary(),
+        }
+    }
+
     /// Adds `other`'s values after these; past `exact` values in all, both go into a
     /// sketch.
     pub fn merge(&mut self, other: &Samples, exact: usize) {
@@ -447,6 +502,11 @@ fn patterns_among(
     let mut signature = String::new();
     let mut order = Vec::new();
     let mut intervals = Vec::new();
+    let transits = trace.has_transits();
+    let spread = |pair: &CallPair, kind: Kind| match transits {
+        true => trace.transit(pair.call_id, kind).spread,
+        false => 0,
+    };
     for root in roots {
         write_signature(trace, pairs, children, root, by_operation, &mut signature);
         let index = match by_signature.get(signature.as_str()) {
@@ -472,11 +532,29 @@ fn patterns_among(
         for (position, &(call, parent_call)) in pattern.positions.iter_mut().zip(&order) {
             let pair = &pairs[call as usize];
             position.latencies.push(pair.latency());
+            // Waiting for the rest of the request, then each call out until the last
+            // byte of its answer.
+            let request = spread(pair, Kind::Call);
             let calls = children.of(call).iter().map(|&kid| {
                 let kid = &pairs[kid as usize];
-                (kid.caller_send - pair.callee_recv, kid.latency())
+                let answer = spread(kid, Kind::Return);
+                (kid.caller_send - pair.callee_recv, kid.latency() + answer)
             });
+            let calls = std::iter::once((0, request)).chain(calls);
             position.own_time_sum += own_time(pair.latency(), calls, &mut intervals) as f64;
+            if transits {
+                let (ask, answer) = (
+                    trace.transit(pair.call_id, Kind::Call),
+                    trace.transit(pair.call_id, Kind::Return),
+                );
+                position.request_transit.push(ask.spread);
+                position.reply_transit.push(answer.spread);
+                position.held_sum += (ask.held + answer.held) as f64;
+                let longer = if ask.held >= answer.held { ask } else { answer };
+                if let Some(why) = longer.why {
+                    position.held[why as usize] += 1;
+                }
+            }
             position.count_operation(trace.operation(pair.call_id));
             let chosen = parent_call != NO_PARENT;
             all_right *= whole_share(chosen, confidence, complete, call as usize);
@@ -594,6 +672,10 @@ fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> 
             latencies: Samples::default(),
             call_delays: Samples::default(),
             own_time_sum: 0.0,
+            request_transit: Samples::default(),
+            reply_transit: Samples::default(),
+            held_sum: 0.0,
+            held: [0; 2],
             unawaited: 0,
             operations: Vec::new(),
             errors: 0,

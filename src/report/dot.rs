@@ -1,10 +1,12 @@
 //! Graphviz dot, one graph per pattern, in the style of the paper's Figure 8: the first
 //! edge carries the pattern's count and total latency, each node its name, mean latency
 //! (children included) and own time, each further edge the mean call delay, every
-//! number with its unit and what it is. The node that adds the most latency (the most
-//! own time, [`super::own_time`]) is drawn in red.
+//! number with its unit and what it is; an edge whose messages spent time in transit
+//! (first byte to last) says how long, and how much of it TCP held back and why. What
+//! adds the most latency (a node's own time or an edge's transit,
+//! [`super::own_time::most_added`]) is drawn in red.
 
-use super::own_time::hottest;
+use super::own_time::most_added;
 use super::{NestReport, Render};
 use crate::nesting::Pattern;
 use crate::trace::time::human_duration;
@@ -67,7 +69,8 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
         )),
     ];
     let own = pattern.mean_own_times();
-    let hot = hottest(&own);
+    let most = most_added(pattern);
+    let hot = (!most.transit).then_some(most.position);
     for (i, position) in pattern.positions.iter().enumerate() {
         let latency = human_duration(position.latencies.summary().mean);
         let mut label = format!(
@@ -76,7 +79,7 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
             human_duration(own[i])
         );
         let mut attributes = Vec::new();
-        if i == hot {
+        if hot == Some(i) {
             label.push_str("\nadds the most");
             attributes.extend([
                 attr("color", "#d93025"),
@@ -95,7 +98,21 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
         if pattern.count() == 1 { "" } else { "s" },
         human_duration(pattern.total_latency() as f64)
     );
-    stmts.push(edge("caller", "n0", &first));
+    let hot_edge = |at: usize, label: &mut String| -> Vec<Attribute> {
+        transit_label(&pattern.positions[at], pattern.count(), label);
+        if !(most.transit && most.position == at) {
+            return Vec::new();
+        }
+        label.push_str("\nadds the most");
+        vec![
+            attr("color", "#d93025"),
+            attr("fontcolor", "#d93025"),
+            attr("penwidth", "2"),
+        ]
+    };
+    let mut first = first;
+    let red = hot_edge(0, &mut first);
+    stmts.push(edge_with("caller", "n0", &first, red));
     for (i, position) in pattern.positions.iter().enumerate() {
         for &child in &position.children {
             let position = &pattern.positions[child as usize];
@@ -107,13 +124,37 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
             if 2 * position.unawaited > position.latencies.len() as u64 {
                 delay.push_str(", not awaited");
             }
-            stmts.push(edge(&format!("n{i}"), &format!("n{child}"), &delay));
+            let red = hot_edge(child as usize, &mut delay);
+            stmts.push(edge_with(
+                &format!("n{i}"),
+                &format!("n{child}"),
+                &delay,
+                red,
+            ));
         }
     }
     Graph::DiGraph {
         id: Id::Escaped(quote(&format!("pattern {rank}"))),
         strict: false,
         stmts,
+    }
+}
+
+/// Adds the edge's time in transit to its label, where there was any worth a line:
+/// "33.01 ms in transit, 33.00 held by TCP (Nagle + delayed ACK) in 78%".
+fn transit_label(position: &crate::nesting::patterns::Position, count: u64, label: &mut String) {
+    let transit = position.mean_transit();
+    if transit < 1_000.0 {
+        return;
+    }
+    label.push_str(&format!("\n{} in transit", human_duration(transit)));
+    if let Some((why, held)) = position.held_most() {
+        let share = 100.0 * held as f64 / count.max(1) as f64;
+        label.push_str(&format!(
+            ", {} held by TCP ({}) in {share:.0}%",
+            human_duration(position.held_sum / count.max(1) as f64),
+            why.short()
+        ));
     }
 }
 
@@ -129,9 +170,16 @@ pub(super) fn attr(key: &str, value: &str) -> Attribute {
 
 /// A labelled edge between two node ids.
 pub(super) fn edge(from: &str, to: &str, label: &str) -> Stmt {
+    edge_with(from, to, label, Vec::new())
+}
+
+/// A labelled edge with more attributes.
+fn edge_with(from: &str, to: &str, label: &str, more: Vec<Attribute>) -> Stmt {
+    let mut attributes = vec![attr("label", label)];
+    attributes.extend(more);
     Stmt::Edge(Edge {
         ty: EdgeTy::Pair(Vertex::N(node_id(from)), Vertex::N(node_id(to))),
-        attributes: vec![attr("label", label)],
+        attributes,
     })
 }
 

@@ -1,6 +1,8 @@
 //! The JSON report of the design: `algorithm`, `input` counts (with every reason for
 //! skipping), the options used, and the ranked patterns with per-node latency and
-//! call-delay distributions in seconds.
+//! call-delay distributions in seconds, each node's latency split into its own time,
+//! waiting on its calls and its request's transit, each edge's time in transit, and
+//! what adds the most.
 
 use super::{seconds, NestReport, Render};
 use crate::nesting::{Pattern, Summary};
@@ -102,7 +104,37 @@ struct PatternOut<'a> {
     total_latency_s: f64,
     mean_latency_s: f64,
     confidence: Confidence,
+    /// What adds the most to the latency on average: a node's own time or an edge's
+    /// time in transit.
+    adds_most: AddsMostOut<'a>,
     tree: NodeOut<'a>,
+}
+
+#[derive(Serialize)]
+struct AddsMostOut<'a> {
+    /// `own_time` (the node's) or `transit` (the edge from its caller to it).
+    what: &'static str,
+    node: &'a str,
+    caller: &'a str,
+    mean_s: f64,
+    /// Why TCP held the edge's messages back, where it held most of their transit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_by: Option<&'static str>,
+}
+
+/// An edge's messages between first and last byte, per request on average; only where
+/// the captures told it.
+#[derive(Serialize)]
+struct TransitOut {
+    request_s: f64,
+    reply_s: f64,
+    /// Of the two, what TCP held back until the peer's ACK.
+    held_s: f64,
+    /// Share of requests in which TCP held part of either message back.
+    held_share: f64,
+    /// Why, where it did: `nagle` (after a small segment, a delayed ACK) or `window`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_by: Option<&'static str>,
 }
 
 /// How solid a pattern's instances are: the confidence of the parent choices that
@@ -122,6 +154,12 @@ struct NodeOut<'a> {
     call_delay_s: Distribution,
     /// Mean confidence that this call's parent is right (1 at the root).
     confidence: f64,
+    /// The mean latency's parts: the node's own time, waiting on its calls (each until
+    /// the last byte of its answer), and the rest of its request in transit.
+    own_time_s: f64,
+    waiting_on_calls_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transit: Option<TransitOut>,
     /// Share of instances in which the parent answered before this call returned (did
     /// not wait for it); only where some did (asynchronous children, `--async-window`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -195,6 +233,7 @@ impl Render for Json {
                     count: p.count(),
                     total_latency_s: seconds(p.total_latency() as f64),
                     mean_latency_s: seconds(p.mean_latency()),
+                    adds_most: adds_most(report, p),
                     confidence: Confidence {
                         mean: p.mean_confidence(),
                         min: p.confidence_min,
@@ -259,11 +298,37 @@ impl Render for Json {
     }
 }
 
+fn adds_most<'a>(report: &NestReport<'a>, pattern: &'a Pattern) -> AddsMostOut<'a> {
+    let most = super::own_time::most_added(pattern);
+    let at = &pattern.positions[most.position];
+    AddsMostOut {
+        what: if most.transit { "transit" } else { "own_time" },
+        node: report.trace.node_name(at.node),
+        caller: report.trace.node_name(at.caller),
+        mean_s: seconds(most.mean),
+        held_by: most.held.map(|(why, _)| why.token()),
+    }
+}
+
 /// The tree under one position. Pattern depth is bounded by what a signature can say,
 /// and signatures of real systems are shallow, so recursion is fine here.
 fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> NodeOut<'a> {
     let pos = &pattern.positions[position as usize];
+    let count = pos.latencies.len().max(1) as f64;
+    let own = pos.own_time_sum / count;
+    let request = pos.request_transit.sum() as f64 / count;
+    let latency = pos.latencies.sum() as f64 / count;
+    let transit = (!pos.request_transit.is_empty()).then(|| TransitOut {
+        request_s: seconds(request),
+        reply_s: seconds(pos.reply_transit.sum() as f64 / count),
+        held_s: seconds(pos.held_sum / count),
+        held_share: (pos.held[0] + pos.held[1]) as f64 / count,
+        held_by: pos.held_most().map(|(why, _)| why.token()),
+    });
     NodeOut {
+        own_time_s: seconds(own),
+        waiting_on_calls_s: seconds((latency - own - request.min(latency)).max(0.0)),
+        transit,
         node: report.trace.node_name(pos.node),
         caller: report.trace.node_name(pos.caller),
         latency_s: pos.latencies.summary().into(),

@@ -1,5 +1,6 @@
 //! The ranked table on stdout: rank, count, total and mean latency, how sure the
-//! pattern's instances are, signature.
+//! pattern's instances are, what adds the most to it (a node's own time, or an edge's
+//! time in transit, [`super::own_time::most_added`]) with its mean, signature.
 
 use super::{NestReport, Render};
 use crate::trace::time::human_duration;
@@ -10,7 +11,7 @@ pub struct Table;
 
 impl Render for Table {
     fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let rows: Vec<[String; 6]> = report
+        let rows: Vec<[String; 7]> = report
             .ranked
             .iter()
             .enumerate()
@@ -22,6 +23,7 @@ impl Render for Table {
                     human_duration(p.total_latency() as f64),
                     human_duration(p.mean_latency()),
                     super::sure_percent(p.sure()),
+                    adds_most(report, p),
                     p.signature.clone(),
                 ]
             })
@@ -32,6 +34,7 @@ impl Render for Table {
             "total latency",
             "mean latency",
             "sure",
+            "adds most",
             "pattern",
         ];
         let mut widths = header.map(str::len);
@@ -42,18 +45,20 @@ impl Render for Table {
         }
         let line = |cells: &[&str]| {
             format!(
-                "{:>w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {}\n",
+                "{:>w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {:<w5$}  {}\n",
                 cells[0],
                 cells[1],
                 cells[2],
                 cells[3],
                 cells[4],
                 cells[5],
+                cells[6],
                 w0 = widths[0],
                 w1 = widths[1],
                 w2 = widths[2],
                 w3 = widths[3],
-                w4 = widths[4]
+                w4 = widths[4],
+                w5 = widths[5]
             )
         };
         out.write_all(line(&header).as_bytes())?;
@@ -74,4 +79,17 @@ impl Render for Table {
         }
         Ok(())
     }
+}
+
+/// "web 0.61 ms", "app → web held by TCP (Nagle + delayed ACK) 33.44 ms": what adds the
+/// most to the pattern's latency, with its mean per request.
+fn adds_most(report: &NestReport<'_>, pattern: &crate::nesting::Pattern) -> String {
+    use super::own_time::{most_added, most_added_words};
+    let most = most_added(pattern);
+    let name = |i: usize| report.trace.node_name(pattern.positions[i].node).to_owned();
+    format!(
+        "{} {}",
+        most_added_words(pattern, &most, &name),
+        human_duration(most.mean)
+    )
 }

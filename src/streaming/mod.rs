@@ -639,6 +639,11 @@ fn merge_pattern(into: &mut Pattern, other: &Pattern) {
         a.latencies.merge(&b.latencies, EXACT_SAMPLES);
         a.call_delays.merge(&b.call_delays, EXACT_SAMPLES);
         a.own_time_sum += b.own_time_sum;
+        a.request_transit.merge(&b.request_transit, EXACT_SAMPLES);
+        a.reply_transit.merge(&b.reply_transit, EXACT_SAMPLES);
+        a.held_sum += b.held_sum;
+        a.held[0] += b.held[0];
+        a.held[1] += b.held[1];
         a.unawaited += b.unawaited;
         a.errors += b.errors;
         a.with_status += b.with_status;

@@ -16,6 +16,8 @@ const BAR: RGBColor = RGBColor(76, 139, 245);
 const OWN: RGBColor = RGBColor(26, 61, 124);
 const HOT: RGBColor = RGBColor(217, 48, 37);
 const HOT_OWN: RGBColor = RGBColor(122, 22, 16);
+/// An answer in transit after the call's latency (first byte to last).
+const TRANSIT: RGBColor = RGBColor(242, 153, 0);
 const MUTED: RGBColor = RGBColor(89, 99, 110);
 const GRID: RGBColor = RGBColor(234, 238, 242);
 /// The shaded window of [`over_time`].
@@ -125,14 +127,20 @@ pub struct Bar {
     pub own: f64,
     /// The node that adds the most latency.
     pub hot: bool,
+    /// The answer's time in transit after `length` (its first byte to its last), drawn
+    /// as a thinner strip after the bar.
+    pub answer_transit: f64,
+    /// Whether that transit adds the most latency.
+    pub transit_hot: bool,
 }
 
 /// A Gantt chart of one request: each call a bar on its own row at its start, as long
-/// as it lasted, with its own time as a dark strip; calls made in parallel overlap.
+/// as it lasted, with its own time as a dark strip and its answer's time in transit as
+/// a thin strip after it; calls made in parallel overlap.
 pub fn timeline(bars: &[Bar]) -> String {
     let end = bars
         .iter()
-        .map(|b| b.start + b.length)
+        .map(|b| b.start + b.length + b.answer_transit)
         .fold(0.0f64, f64::max)
         .max(1.0);
     let unit = Unit::for_largest(end);
@@ -141,7 +149,7 @@ pub fn timeline(bars: &[Bar]) -> String {
         let (labels, plot) = area.split_horizontally(LABEL_WIDTH);
         let mut chart = ChartBuilder::on(&plot)
             .margin_top(6)
-            .margin_right(60)
+            .margin_right(110)
             .x_label_area_size(40)
             .build_cartesian_2d(0.0..unit.of(end) * 1.02, 0.0..bars.len() as f64)
             .map_err(|e| e.to_string())?;
@@ -164,16 +172,26 @@ pub fn timeline(bars: &[Bar]) -> String {
             let (x0, x1) = (unit.of(bar.start), unit.of(bar.start + bar.length));
             let y = row_top(row);
             let own_end = (x0 + unit.of(bar.own)).min(x1);
+            let transit_end = unit.of(bar.start + bar.length + bar.answer_transit);
+            let transit = if bar.transit_hot { HOT } else { TRANSIT };
             chart
                 .draw_series([
                     Rectangle::new([(x0, y - 0.15), (x1, y - 0.85)], fill.filled()),
                     Rectangle::new([(x0, y - 0.62), (own_end, y - 0.85)], strip.filled()),
+                    Rectangle::new([(x1, y - 0.38), (transit_end, y - 0.62)], transit.filled()),
                 ])
                 .map_err(|e| e.to_string())?;
+            let mut said = crate::trace::time::human_duration(bar.length);
+            if bar.answer_transit >= 1_000.0 {
+                said.push_str(&format!(
+                    " +{}",
+                    crate::trace::time::human_duration(bar.answer_transit)
+                ));
+            }
             chart
                 .draw_series([Text::new(
-                    crate::trace::time::human_duration(bar.length),
-                    (x1, y - 0.3),
+                    said,
+                    (transit_end, y - 0.3),
                     muted(11).pos(plotters::style::text_anchor::Pos::new(
                         plotters::style::text_anchor::HPos::Left,
                         plotters::style::text_anchor::VPos::Center,
@@ -538,6 +556,8 @@ mod tests {
             length: 192e6,
             own: 10e6,
             hot: true,
+            answer_transit: 0.0,
+            transit_hot: false,
         }]);
         assert!(svg.contains("\nms\n</text>"), "{svg}");
         assert!(!svg.contains("0 ns") && !svg.contains(".000"), "{svg}");

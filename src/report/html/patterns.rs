@@ -1,5 +1,6 @@
 //! The nesting page: the ranked, sortable pattern table, then for each pattern its call
-//! tree with per-node latency and call delay, the node that adds the most latency
+//! tree with per-node latency, own time, call delay and each edge's time in transit
+//! (what TCP held back, and why), what adds the most latency (a node or an edge)
 //! highlighted, a typical request's timeline (medians, which a two-humped distribution
 //! does not pull into the gap between its humps), the slowest requests each as its own
 //! timeline, latency and rate over time, and latency histograms per node. A pattern of
@@ -8,7 +9,7 @@
 use super::charts::{self, Bar};
 use super::{input_section, write_page, InputNotes};
 use crate::nesting::{Pattern, Summary};
-use crate::report::own_time::{hottest, own_times};
+use crate::report::own_time::{most_added, most_added_words, own_times, MostAdded};
 use crate::report::NestReport;
 use crate::trace::time::human_duration;
 use crate::trace::Nanos;
@@ -42,7 +43,8 @@ pub fn write_nesting(
                 "blackbox found " b { (count) } " kind" @if count != 1 { "s" } " of request (path patterns) among "
                 b { (nesting.stats.roots) } " requests made of " b { (nesting.stats.call_pairs) } " calls. "
                 "A pattern is the tree of calls one request makes; each call's latency is the time spent at the node it entered, its own calls included. "
-                "The node that adds the most latency to a pattern is the one with the most " i { "own time" } ": time not covered by the calls it makes."
+                "What adds the most latency to a pattern is the node with the most " i { "own time" } " (time not covered by the calls it makes, each until the last byte of its answer) "
+                "or the edge whose messages spent longer " i { "in transit" } ", from their first byte to their last (where TCP held bytes back, the page says why)."
             }
         }
         (pattern_table(report, &views))
@@ -69,10 +71,10 @@ struct View {
     own: Vec<Vec<Nanos>>,
     /// Median own time of each position.
     typical_own: Vec<f64>,
-    /// Position with the most own time (by the mean: where the time goes in total).
-    hot: usize,
-    /// Mean own time of each position.
-    mean_own: Vec<f64>,
+    /// What adds the most (by the mean: where the time goes in total).
+    most: MostAdded,
+    /// Its position, where it is a node's own time (not an edge's transit).
+    hot: Option<usize>,
     /// Depth of each position, 0 at the root.
     depth: Vec<usize>,
 }
@@ -89,15 +91,14 @@ impl View {
             }
         }
         let own = own_times(pattern);
-        let mean_own = pattern.mean_own_times();
         let typical_own = own.iter().map(|o| Summary::of(o).p50 as f64).collect();
-        let hot = hottest(&mean_own);
+        let most = most_added(pattern);
         View {
             root: positions[0].latencies.summary(),
             own,
             typical_own,
-            hot,
-            mean_own,
+            most,
+            hot: (!most.transit).then_some(most.position),
             depth,
         }
     }
@@ -120,7 +121,9 @@ impl View {
                 start: start[i],
                 length: positions[i].latencies.summary().p50 as f64,
                 own: self.typical_own[i],
-                hot: i == self.hot,
+                hot: self.hot == Some(i),
+                answer_transit: positions[i].reply_transit.summary_or_zero().p50 as f64,
+                transit_hot: self.most.transit && self.most.position == i,
             })
             .collect()
     }
@@ -142,7 +145,14 @@ impl View {
                 start: start[i],
                 length: each(&positions[i].latencies)[k] as f64,
                 own: self.own[i][k] as f64,
-                hot: i == self.hot,
+                hot: self.hot == Some(i),
+                answer_transit: positions[i]
+                    .reply_transit
+                    .values()
+                    .and_then(|values| values.get(k))
+                    .copied()
+                    .unwrap_or(0) as f64,
+                transit_hot: self.most.transit && self.most.position == i,
             })
             .collect()
     }
@@ -168,7 +178,7 @@ fn pattern_table(report: &NestReport<'_>, views: &[View]) -> Markup {
                     th data-key="mean" { "mean latency" }
                     th data-key="p90" { "p90 latency" }
                     th.text data-key="hot" data-first="ascending" { "adds the most" }
-                    th data-key="own" { "its own time" }
+                    th data-key="own" title="Its own time, or the edge's time in transit, per request on average" { "its time" }
                     th data-key="sure" title="The share of its requests whose every call has its true parent, as the confidence of each choice promises" { "sure" }
                     th.text data-key="pattern" data-first="ascending" { "pattern" }
                 } }
@@ -182,8 +192,8 @@ fn pattern_table(report: &NestReport<'_>, views: &[View]) -> Markup {
                             td data-v=(total) { (human_duration(total)) }
                             td data-v=(p.mean_latency()) { (human_duration(p.mean_latency())) }
                             td data-v=(view.root.p90) { (human_duration(view.root.p90 as f64)) }
-                            td.text.hot-name { (node_label(report, p, view.hot)) }
-                            td data-v=(view.mean_own[view.hot]) { (human_duration(view.mean_own[view.hot])) }
+                            td.text.hot-name { (most_words(report, p, &view.most)) }
+                            td data-v=(view.most.mean) { (human_duration(view.most.mean)) }
                             td data-v=(p.sure()) { (super::super::sure_percent(p.sure())) }
                             td.text.signature {
                                 @if rank < DRAWN_PATTERNS {
@@ -207,10 +217,17 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
     let drawn = positions.len().min(DRAWN_CALLS);
     let count = pattern.instances.len();
     let share = if mean_root > 0.0 {
-        100.0 * view.mean_own[view.hot] / mean_root
+        100.0 * view.most.mean / mean_root
     } else {
         0.0
     };
+    let most = &view.most;
+    let held = most.held.map(|(why, instances)| {
+        (
+            why.meaning(),
+            100.0 * instances as f64 / pattern.count().max(1) as f64,
+        )
+    });
     // Instances from the slowest, ties to the earliest.
     let mut slowest: Vec<usize> = (0..count).collect();
     slowest.sort_by_key(|&k| (std::cmp::Reverse(each(&positions[0].latencies)[k]), k));
@@ -229,20 +246,30 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
                 div { b { (super::super::sure_percent(pattern.sure())) } span { "sure" } }
             }
             p.callout {
-                b { (node_label(report, pattern, view.hot)) } " adds the most latency: "
-                (human_duration(view.mean_own[view.hot])) " of its own on average, "
-                (format!("{share:.0}")) "% of the request's mean."
+                @if most.transit {
+                    b { (most_words(report, pattern, most)) } " adds the most latency: "
+                    (human_duration(most.mean)) " in transit on average, between the first and the last byte of its messages, "
+                    (format!("{share:.0}")) "% of the request's mean."
+                    @if let Some((meaning, held_share)) = held {
+                        " TCP held bytes back until the peer's ACK in " (format!("{held_share:.0}")) "% of requests (" (meaning) "): "
+                        "the node receiving it is not slow: it waits for the rest of the message."
+                    }
+                } @else {
+                    b { (node_label(report, pattern, most.position)) } " adds the most latency: "
+                    (human_duration(most.mean)) " of its own on average, "
+                    (format!("{share:.0}")) "% of the request's mean."
+                }
             }
             h3 { "Call tree" }
             p.hint { "Median latency at each node (its calls included), its own time, and how long after its caller was called it was called." }
             (tree(report, pattern, view))
             @if count == 1 {
                 h3 { "Its one request" }
-                p.hint { "Started at " (clock(started(0))) "; each call at its delay after its caller's start, lasting its latency; the dark strip is its own time." }
+                p.hint { "Started at " (clock(started(0))) "; each call at its delay after its caller's start, lasting its latency; the dark strip is its own time, the thin one after a call its answer in transit." }
                 (PreEscaped(charts::timeline(&view.instance(report, pattern, 0))))
             } @else {
                 h3 { "Timeline of a typical request" }
-                p.hint { "Each call starts at its median call delay after its caller's start and lasts its median latency; the dark strip is its own time. Calls made in parallel overlap." }
+                p.hint { "Each call starts at its median call delay after its caller's start and lasts its median latency; the dark strip is its own time, the thin one after a call its answer in transit (first byte to last), red where that adds the most. Calls made in parallel overlap." }
                 (PreEscaped(charts::timeline(&view.typical(report, pattern))))
                 h3 { "The slowest requests" }
                 p.hint { "As they happened, to compare with the typical one." }
@@ -269,7 +296,7 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
                 div.hists {
                     @for (i, position) in positions.iter().enumerate().take(drawn) {
                         @let s = position.latencies.summary();
-                        figure class=@if i == view.hot { "hot" } @else { "" } {
+                        figure class=@if view.hot == Some(i) { "hot" } @else { "" } {
                             (PreEscaped(charts::histogram(each(&position.latencies), s.p50, s.p99)))
                             figcaption {
                                 b { (node_label(report, pattern, i)) } " "
@@ -286,6 +313,12 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
             }
         }
     }
+}
+
+/// What adds the most to `pattern`, in words.
+fn most_words(report: &NestReport<'_>, pattern: &Pattern, most: &MostAdded) -> String {
+    let name = |i: usize| node_label(report, pattern, i);
+    most_added_words(pattern, most, &name)
 }
 
 /// A time of day, UTC, to the microsecond, for when a request started.
@@ -342,7 +375,10 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> Markup {
             }
         }
         open = depth;
-        let hot = i == view.hot;
+        let hot = view.hot == Some(i);
+        let hot_edge = view.most.transit && view.most.position == i;
+        let transit = position.mean_transit();
+        let held = position.held_most();
         let node = html! {
             li {
                 span class=@if hot { "call hot" } @else { "call" } {
@@ -358,7 +394,16 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> Markup {
                             (super::super::sure_percent(position.confidence_sum / position.latencies.len().max(1) as f64)) " sure of its caller"
                         }
                     }
-                    @if hot { span.badge { "adds the most" } }
+                    @if transit >= 1_000.0 {
+                        span.m class=@if hot_edge { "transit hot-name" } @else { "transit" } title="The call's and its answer's time between their first and last byte, per request on average" {
+                            (human_duration(transit)) " in transit"
+                            @if let Some((why, instances)) = held {
+                                ", held by TCP (" (why.short()) ") in "
+                                (format!("{:.0}", 100.0 * instances as f64 / position.latencies.len().max(1) as f64)) "%"
+                            }
+                        }
+                    }
+                    @if hot || hot_edge { span.badge { "adds the most" } }
                 }
                 (operations_and_errors(report, position))
             }

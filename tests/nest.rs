@@ -640,3 +640,49 @@ fn explain_refuses_unknown_calls_and_malformed_queries() {
         .code(2)
         .stderr(predicate::str::contains("SENDER RECEIVER TIME"));
 }
+
+/// The what-if checked against the system itself (issue 46): traces/configs/what-if.toml
+/// has a front end waiting for two services called in parallel, SLOW with 47.5 ms
+/// injected (95 ms) and FAST (70 ms); what-if-fixed.toml is the same without the
+/// delay. Removing it is SLOW's own time 50% shorter, and the request is then 24 ms
+/// shorter, not 47.5: FAST becomes the call waited for. The what-if, computed on each
+/// request's critical path up to that point, must predict the measured saving within
+/// 10%, and the critical path must name SLOW.
+#[test]
+fn the_what_if_of_removing_an_injected_delay_predicts_the_measured_saving() {
+    use support::generated::Generation;
+    let nested = |config: &str| {
+        let trace = Generation::messages(config, 20_000).trace();
+        let nesting = blackbox::nesting::nest(&trace, &Default::default()).unwrap();
+        let top = nesting
+            .patterns
+            .iter()
+            .max_by_key(|p| p.count())
+            .unwrap()
+            .clone();
+        assert_eq!(top.signature, "client->FE(SLOW,FAST)");
+        assert!(top.count() > 3_000, "{}", top.count());
+        (trace, top)
+    };
+    let (trace, delayed) = nested("what-if");
+    let (_, fixed) = nested("what-if-fixed");
+    let measured = delayed.mean_latency() - fixed.mean_latency();
+    let slow = delayed
+        .positions
+        .iter()
+        .position(|p| trace.node_name(p.node) == "SLOW")
+        .unwrap();
+    let predicted = delayed.positions[slow].mean_savings(false)[1];
+    assert!(
+        (predicted - measured).abs() <= 0.1 * measured,
+        "predicted {predicted} ns, measured {measured} ns"
+    );
+    // Half SLOW's own time would have said twice the saving.
+    let own = delayed.mean_own_times()[slow];
+    assert!(0.5 * own > 1.8 * measured, "{own} vs {measured}");
+    // The critical path names SLOW: it holds the most of it and saves the most.
+    let fixes = blackbox::report::own_time::fixes(&delayed);
+    assert_eq!((fixes[0].position, fixes[0].transit), (slow, false));
+    let fast = 3 - slow;
+    assert_eq!(delayed.positions[fast].mean_critical(), (0.0, 0.0));
+}

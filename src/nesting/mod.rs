@@ -9,6 +9,7 @@
 
 pub mod call_pairs;
 pub mod candidates;
+pub mod critical;
 pub mod dataflow;
 pub mod explain;
 pub mod joint;

@@ -4,6 +4,7 @@
 //! Owns the signature syntax and the statistics; ranking and printing are the report's.
 
 use super::call_pairs::CallPair;
+use super::critical;
 use super::parents::NO_PARENT;
 use crate::trace::{Held, Kind, Nanos, NodeId, OperationId, Status, Trace};
 use hashbrown::HashMap;
@@ -39,6 +40,14 @@ pub struct Position {
     /// Instances in which TCP held part of the call or the answer back, by why (in the
     /// order of [`Held`]: Nagle's algorithm, the window).
     pub held: [u64; 2],
+    /// Sum over instances of this call's own time on its request's critical path
+    /// ([`super::critical`]).
+    pub critical_own_sum: f64,
+    /// Sum over instances of this edge's time in transit on the critical path.
+    pub critical_transit_sum: f64,
+    /// Sum over instances of the latency saved were this node's own time (`[0]`) or
+    /// this edge's transit (`[1]`) each of [`super::critical::WHAT_IF_SHARES`] shorter.
+    pub savings: [[f64; 2]; 2],
     /// Instances in which the parent answered before this call returned: it did not
     /// wait for it (an asynchronous child; see
     /// [`crate::nesting::NestOptions::async_window`]).
@@ -71,6 +80,22 @@ impl Position {
             true => self.request_transit.sum() as f64 / self.latencies.len().max(1) as f64,
             false => self.mean_transit(),
         }
+    }
+
+    /// Mean own time on the critical path, and mean edge transit on it.
+    pub fn mean_critical(&self) -> (f64, f64) {
+        let count = self.latencies.len().max(1) as f64;
+        (
+            self.critical_own_sum / count,
+            self.critical_transit_sum / count,
+        )
+    }
+
+    /// The mean latency saved were the node's own time (`transit` false) or the edge's
+    /// transit a share shorter, for each of [`super::critical::WHAT_IF_SHARES`].
+    pub fn mean_savings(&self, transit: bool) -> [f64; 2] {
+        let count = self.latencies.len().max(1) as f64;
+        self.savings[usize::from(transit)].map(|sum| sum / count)
     }
 
     /// Why TCP held this edge's messages back most often, with in how many instances.
@@ -502,6 +527,7 @@ fn patterns_among(
     let mut signature = String::new();
     let mut order = Vec::new();
     let mut intervals = Vec::new();
+    let (mut timings, mut on_path) = (Vec::new(), Vec::new());
     let transits = trace.has_transits();
     let spread = |pair: &CallPair, kind: Kind| match transits {
         true => trace.transit(pair.call_id, kind).spread,
@@ -583,8 +609,78 @@ fn patterns_among(
             position.call_delays.push(delay);
         }
         pattern.expected_exact += all_right;
+        timings.clear();
+        timings.extend(order.iter().map(|&(call, parent_call)| {
+            let pair = &pairs[call as usize];
+            critical::Timing {
+                latency: pair.latency(),
+                start: match parent_call {
+                    NO_PARENT => 0,
+                    parent => pair.caller_send - pairs[parent as usize].callee_recv,
+                },
+                request: spread(pair, Kind::Call),
+                reply: spread(pair, Kind::Return),
+            }
+        }));
+        let positions = &pattern.positions;
+        critical::walk(&timings, |i| &positions[i].children, &mut on_path);
+        for (position, path) in pattern.positions.iter_mut().zip(&on_path) {
+            position.critical_own_sum += path.own as f64;
+            position.critical_transit_sum += path.transit as f64;
+            for (k, &share) in critical::WHAT_IF_SHARES.iter().enumerate() {
+                position.savings[0][k] += path.saving(false, share);
+                position.savings[1][k] += path.saving(true, share);
+            }
+        }
     }
     patterns
+}
+
+/// Each call's part in its request's critical path ([`critical::walk`]), for every
+/// call of every tree: what the OTLP export tells of each span.
+pub fn critical_paths(trace: &Trace, pairs: &[CallPair], parent: &[u32]) -> Vec<critical::OnPath> {
+    let children = ChildLists::new(parent);
+    let transits = trace.has_transits();
+    let spread = |pair: &CallPair, kind: Kind| match transits {
+        true => trace.transit(pair.call_id, kind).spread,
+        false => 0,
+    };
+    let mut out = vec![critical::OnPath::default(); pairs.len()];
+    let mut position = vec![0u32; pairs.len()];
+    let (mut order, mut timings, mut kids, mut on_path) =
+        (Vec::new(), Vec::new(), Vec::<Vec<u32>>::new(), Vec::new());
+    for root in roots(parent) {
+        preorder(&children, root, &mut order);
+        for (k, &(call, _)) in order.iter().enumerate() {
+            position[call as usize] = k as u32;
+        }
+        timings.clear();
+        kids.clear();
+        for &(call, parent_call) in &order {
+            let pair = &pairs[call as usize];
+            timings.push(critical::Timing {
+                latency: pair.latency(),
+                start: match parent_call {
+                    NO_PARENT => 0,
+                    p => pair.caller_send - pairs[p as usize].callee_recv,
+                },
+                request: spread(pair, Kind::Call),
+                reply: spread(pair, Kind::Return),
+            });
+            kids.push(
+                children
+                    .of(call)
+                    .iter()
+                    .map(|&c| position[c as usize])
+                    .collect(),
+            );
+        }
+        critical::walk(&timings, |k| &kids[k], &mut on_path);
+        for (&(call, _), path) in order.iter().zip(&on_path) {
+            out[call as usize] = *path;
+        }
+    }
+    out
 }
 
 /// Writes `caller->tree` for the tree under `root`, without recursion so that deep
@@ -676,6 +772,9 @@ fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> 
             reply_transit: Samples::default(),
             held_sum: 0.0,
             held: [0; 2],
+            critical_own_sum: 0.0,
+            critical_transit_sum: 0.0,
+            savings: [[0.0; 2]; 2],
             unawaited: 0,
             operations: Vec::new(),
             errors: 0,

@@ -122,6 +122,35 @@ struct AddsMostOut<'a> {
     held_by: Option<&'static str>,
 }
 
+#[derive(Serialize)]
+struct CriticalOut {
+    own_time_s: f64,
+    transit_s: f64,
+}
+
+#[derive(Serialize)]
+struct WhatIfOut {
+    own_time: Savings,
+    transit: Savings,
+}
+
+#[derive(Serialize)]
+struct Savings {
+    #[serde(rename = "10%")]
+    ten_s: f64,
+    #[serde(rename = "50%")]
+    fifty_s: f64,
+}
+
+impl From<[f64; 2]> for Savings {
+    fn from([ten, fifty]: [f64; 2]) -> Self {
+        Savings {
+            ten_s: seconds(ten),
+            fifty_s: seconds(fifty),
+        }
+    }
+}
+
 /// An edge's messages between first and last byte, per request on average; only where
 /// the captures told it.
 #[derive(Serialize)]
@@ -160,6 +189,13 @@ struct NodeOut<'a> {
     waiting_on_calls_s: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     transit: Option<TransitOut>,
+    /// Per request on average: its own time and its edge's transit on the request's
+    /// critical path (what the request waited for).
+    critical_path: CriticalOut,
+    /// The pattern's mean latency saved were its own time, or its edge's transit, 10%
+    /// or 50% shorter (on each request's critical path, up to where another call
+    /// becomes the one waited for).
+    what_if: WhatIfOut,
     /// Share of instances in which the parent answered before this call returned (did
     /// not wait for it); only where some did (asynchronous children, `--async-window`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -325,7 +361,16 @@ fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> Nod
         held_share: (pos.held[0] + pos.held[1]) as f64 / count,
         held_by: pos.held_most().map(|(why, _)| why.token()),
     });
+    let (critical_own, critical_transit) = pos.mean_critical();
     NodeOut {
+        critical_path: CriticalOut {
+            own_time_s: seconds(critical_own),
+            transit_s: seconds(critical_transit),
+        },
+        what_if: WhatIfOut {
+            own_time: pos.mean_savings(false).into(),
+            transit: pos.mean_savings(true).into(),
+        },
         own_time_s: seconds(own),
         waiting_on_calls_s: seconds((latency - own - request.min(latency)).max(0.0)),
         transit,

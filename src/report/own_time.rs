@@ -145,6 +145,51 @@ pub fn parent_of(pattern: &Pattern, position: usize) -> usize {
         .unwrap_or(0)
 }
 
+/// One thing to fix on a pattern's critical path: a node's own time or an edge's time in
+/// transit, what it holds of the critical path and what making it shorter would save.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fix {
+    /// The position: its node, or the edge from its caller to it.
+    pub position: usize,
+    /// Whether it is the edge's transit (else the node's own time).
+    pub transit: bool,
+    /// Its mean time on the critical path.
+    pub on_path: f64,
+    /// The mean latency saved were it shorter by each of
+    /// [`crate::nesting::critical::WHAT_IF_SHARES`].
+    pub savings: [f64; 2],
+}
+
+/// What fixing each node's own time and each edge's transit on the critical path would
+/// save, most first (by the larger share; ties in pattern order, the node before its
+/// edge); what is never on the path is left out.
+pub fn fixes(pattern: &Pattern) -> Vec<Fix> {
+    let mut fixes: Vec<Fix> = pattern
+        .positions
+        .iter()
+        .enumerate()
+        .flat_map(|(i, position)| {
+            let (own, transit) = position.mean_critical();
+            [(false, own), (true, transit)]
+                .into_iter()
+                .filter(|&(_, on_path)| on_path > 0.0)
+                .map(move |(is_transit, on_path)| Fix {
+                    position: i,
+                    transit: is_transit,
+                    on_path,
+                    savings: position.mean_savings(is_transit),
+                })
+        })
+        .collect();
+    fixes.sort_by(|a, b| {
+        b.savings[1]
+            .total_cmp(&a.savings[1])
+            .then(a.position.cmp(&b.position))
+            .then(a.transit.cmp(&b.transit))
+    });
+    fixes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

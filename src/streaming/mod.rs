@@ -644,6 +644,16 @@ fn merge_pattern(into: &mut Pattern, other: &Pattern) {
         a.held_sum += b.held_sum;
         a.held[0] += b.held[0];
         a.held[1] += b.held[1];
+        a.critical_own_sum += b.critical_own_sum;
+        a.critical_transit_sum += b.critical_transit_sum;
+        for (into, from) in a
+            .savings
+            .iter_mut()
+            .flatten()
+            .zip(b.savings.iter().flatten())
+        {
+            *into += from;
+        }
         a.unawaited += b.unawaited;
         a.errors += b.errors;
         a.with_status += b.with_status;

@@ -260,6 +260,7 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
                     (format!("{share:.0}")) "% of the request's mean."
                 }
             }
+            (what_to_fix(report, pattern))
             h3 { "Call tree" }
             p.hint { "Median latency at each node (its calls included), its own time, and how long after its caller was called it was called." }
             (tree(report, pattern, view))
@@ -314,6 +315,62 @@ fn pattern_section(report: &NestReport<'_>, rank: usize, pattern: &Pattern, view
         }
     }
 }
+
+/// The critical path's parts ranked by what making each shorter would save.
+fn what_to_fix(report: &NestReport<'_>, pattern: &Pattern) -> Markup {
+    let fixes = crate::report::own_time::fixes(pattern);
+    let mean = pattern.mean_latency().max(1.0);
+    let words = |fix: &crate::report::own_time::Fix| {
+        let name = |i: usize| node_label(report, pattern, i);
+        match fix.transit {
+            false => format!("{}'s own time", name(fix.position)),
+            true => {
+                let position = &pattern.positions[fix.position];
+                let caller = report.trace.node_name(position.caller);
+                let edge =
+                    crate::report::own_time::edge_words(position, caller, &name(fix.position));
+                match position.held_most() {
+                    Some((why, _)) => format!("{edge} in transit (held by TCP: {})", why.short()),
+                    None => format!("{edge} in transit"),
+                }
+            }
+        }
+    };
+    html! {
+        h3 { "What to fix" }
+        p.hint {
+            "The critical path: what each request waited for, walking back from its answer (of calls made in parallel, the one that answered last). "
+            "For each node's own time and each edge's time in transit on it: its mean share, and the mean latency saved were it 10% or 50% shorter, "
+            "on each request's path, up to where a call beside it would become the one waited for."
+        }
+        div.table-wrap { table {
+            thead { tr {
+                th.text { "on the critical path" }
+                th { "mean time on it" }
+                th { "share" }
+                th { "saved if 10% shorter" }
+                th { "saved if 50% shorter" }
+            } }
+            tbody {
+                @for (k, fix) in fixes.iter().take(SHOWN_FIXES).enumerate() {
+                    tr {
+                        td.text class=@if k == 0 { "hot-name" } @else { "" } { (words(fix)) }
+                        td { (human_duration(fix.on_path)) }
+                        td { (format!("{:.0}%", 100.0 * fix.on_path / mean)) }
+                        td { (human_duration(fix.savings[0])) }
+                        td { (human_duration(fix.savings[1])) " (" (format!("{:.0}%", 100.0 * fix.savings[1] / mean)) ")" }
+                    }
+                }
+            }
+        } }
+        @if fixes.len() > SHOWN_FIXES {
+            p.hint { (fixes.len() - SHOWN_FIXES) " smaller parts of the path are in the JSON (--json)." }
+        }
+    }
+}
+
+/// Parts of the critical path the page ranks.
+const SHOWN_FIXES: usize = 8;
 
 /// What adds the most to `pattern`, in words.
 fn most_words(report: &NestReport<'_>, pattern: &Pattern, most: &MostAdded) -> String {

@@ -4,6 +4,7 @@
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,8 +23,49 @@ fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a str> {
 /// (sender, receiver, call id) of a call, as the assignments name it.
 type CallKey = (String, String, String);
 
+/// One exported span, as the checks read it.
+struct Exported {
+    call: CallKey,
+    client: bool,
+    trace_id: Vec<u8>,
+    parent: Vec<u8>,
+    times: (u64, u64),
+}
+
+/// Spans nest in time as a trace viewer draws them: a server span within its client
+/// span, a client span starting within the server span of the call it was made in
+/// (the clocks of captures are aligned within microseconds; a call its parent did not
+/// wait for may end after it).
+fn nest_in_time(spans: &BTreeMap<Vec<u8>, Exported>) {
+    const SLACK: u64 = 50_000;
+    for span in spans.values() {
+        let Some(parent) = spans.get(&span.parent) else {
+            continue;
+        };
+        let ((start, end), (from, to)) = (span.times, parent.times);
+        assert!(
+            start + SLACK >= from,
+            "{:?} starts before its parent",
+            span.call
+        );
+        if !span.client {
+            assert!(
+                end <= to + SLACK,
+                "{:?} ends after its client span",
+                span.call
+            );
+        } else {
+            assert!(
+                start <= to + SLACK,
+                "{:?} starts after its parent ended",
+                span.call
+            );
+        }
+    }
+}
+
 /// Runs nest with `--otlp` and `--assignments` on `inputs` and checks one against the
-/// other; returns (spans, traces).
+/// other, and that the spans nest in time; returns (calls, traces).
 fn exported_parents_match_assignments(inputs: &[&str]) -> (usize, usize) {
     let dir = tempfile::tempdir().unwrap();
     let (otlp, assignments) = (dir.path().join("otlp.json"), dir.path().join("a.tsv"));
@@ -46,8 +88,8 @@ fn exported_parents_match_assignments(inputs: &[&str]) -> (usize, usize) {
         serde_json::from_str(&serde_json::to_string(&decoded).unwrap()).unwrap();
     assert_eq!(again, request, "JSON round trip changed the export");
 
-    // span id → (call, trace id, parent span id)
-    let mut spans: BTreeMap<Vec<u8>, (CallKey, Vec<u8>, Vec<u8>)> = BTreeMap::new();
+    // span id → (call, client or server, trace id, parent span id, start, end)
+    let mut spans: BTreeMap<Vec<u8>, Exported> = BTreeMap::new();
     for resource in &request.resource_spans {
         let service = attribute(
             &resource.resource.as_ref().unwrap().attributes,
@@ -58,18 +100,27 @@ fn exported_parents_match_assignments(inputs: &[&str]) -> (usize, usize) {
         for scope in &resource.scope_spans {
             for span in &scope.spans {
                 assert!(span.start_time_unix_nano <= span.end_time_unix_nano);
-                let key = (
-                    attribute(&span.attributes, "peer.service")
-                        .unwrap()
-                        .to_owned(),
-                    service.clone(),
-                    attribute(&span.attributes, "blackbox.call_id")
-                        .unwrap()
-                        .to_owned(),
-                );
+                let call_id = attribute(&span.attributes, "blackbox.call_id")
+                    .unwrap()
+                    .to_owned();
+                let client = span.kind == SpanKind::Client as i32;
+                let key = if client {
+                    let callee = attribute(&span.attributes, "peer.service").unwrap();
+                    (service.clone(), callee.to_owned(), call_id)
+                } else {
+                    assert_eq!(span.kind, SpanKind::Server as i32);
+                    // The caller is the service of its client span, found below.
+                    (String::new(), service.clone(), call_id)
+                };
                 let old = spans.insert(
                     span.span_id.clone(),
-                    (key, span.trace_id.clone(), span.parent_span_id.clone()),
+                    Exported {
+                        call: key,
+                        client,
+                        trace_id: span.trace_id.clone(),
+                        parent: span.parent_span_id.clone(),
+                        times: (span.start_time_unix_nano, span.end_time_unix_nano),
+                    },
                 );
                 assert!(old.is_none(), "span ids are unique");
             }
@@ -86,26 +137,46 @@ fn exported_parents_match_assignments(inputs: &[&str]) -> (usize, usize) {
     }
     assert_eq!(
         spans.len(),
-        table.lines().count(),
-        "one span per call, --top notwithstanding"
+        2 * table.lines().count(),
+        "two spans per call, --top notwithstanding"
     );
 
+    // Each server span's parent is its call's client span, of the same call, at the
+    // callee; each client span's parent is the server span of the call it was nested in.
     let mut traces = BTreeSet::new();
     let mut roots = 0;
-    for (call, trace_id, parent_id) in spans.values() {
-        traces.insert(trace_id.clone());
-        let parent = if parent_id.is_empty() {
+    for server in spans.values().filter(|s| !s.client) {
+        let client = &spans[&server.parent];
+        assert!(client.client, "a server span's parent is a client span");
+        assert_eq!(
+            (&client.call.1, &client.call.2),
+            (&server.call.1, &server.call.2),
+            "of the same call"
+        );
+        assert_eq!(client.trace_id, server.trace_id);
+        traces.insert(server.trace_id.clone());
+        let call = &client.call;
+        let parent = if client.parent.is_empty() {
             roots += 1;
             None
         } else {
-            let (parent, parent_trace, _) = &spans[parent_id];
-            assert_eq!(parent_trace, trace_id, "a child shares its parent's trace");
-            Some(parent.clone())
+            let parent_server = &spans[&client.parent];
+            assert!(
+                !parent_server.client,
+                "a client span's parent is a server span"
+            );
+            assert_eq!(
+                parent_server.trace_id, client.trace_id,
+                "a child shares its parent's trace"
+            );
+            let parent_client = &spans[&parent_server.parent];
+            Some(parent_client.call.clone())
         };
         assert_eq!(expected.get(call), Some(&parent), "parent of {call:?}");
     }
     assert_eq!(traces.len(), roots, "one trace per root call");
-    (spans.len(), traces.len())
+    nest_in_time(&spans);
+    (spans.len() / 2, traces.len())
 }
 
 #[test]
@@ -146,6 +217,9 @@ fn grpc_and_database_spans_are_named_by_their_operation_with_semantic_attributes
     let mut seen: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for resource in &request.resource_spans {
         for span in &resource.scope_spans[0].spans {
+            if span.kind != SpanKind::Server as i32 {
+                continue;
+            }
             let attributes = span
                 .attributes
                 .iter()

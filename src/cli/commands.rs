@@ -623,7 +623,8 @@ fn nest_loaded(
     };
     let report = NestReport::new(trace, &nesting, &options, ranking)
         .with_capture_totals(loaded.input.capture_totals.as_ref())
-        .with_windows(windows.as_deref());
+        .with_windows(windows.as_deref())
+        .with_alignment(loaded.input.alignment.as_ref());
 
     let mut summary = Vec::new();
     report::summary::write(

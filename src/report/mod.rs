@@ -78,6 +78,8 @@ pub struct NestReport<'a> {
     pub windows: Option<&'a [crate::windows::Window]>,
     /// How a nesting done in segments was cut.
     pub streamed: Option<&'a crate::streaming::Cut>,
+    /// How the captures' clocks were aligned, if they were.
+    pub alignment: Option<&'a crate::align::Alignment>,
 }
 
 impl<'a> NestReport<'a> {
@@ -119,7 +121,14 @@ impl<'a> NestReport<'a> {
             capture: None,
             windows: None,
             streamed: None,
+            alignment: None,
         }
+    }
+
+    /// The report of captures whose clocks were aligned.
+    pub fn with_alignment(mut self, alignment: Option<&'a crate::align::Alignment>) -> Self {
+        self.alignment = alignment;
+        self
     }
 
     /// The report with the requests by time window (`--window`).

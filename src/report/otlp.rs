@@ -2,23 +2,33 @@
 //! opentelemetry-proto's types so Jaeger, Grafana Tempo or an OpenTelemetry Collector
 //! can import what was inferred from raw captures.
 //!
-//! One trace per root call; one `SERVER` span per call, on the service it entered (the
-//! callee), from its arrival to its answer on that service's clock, parented to the span
-//! of the call it was nested in. Ids are derived from positions in the result, so the
-//! same input gives the same file. Every call is exported, whatever `--top` shows.
-//! Where the protocol named the call's operation the span is named after it and
-//! carries the semantic-convention attributes of its system (`rpc.*`, `http.*`,
-//! `db.*`); a failed answer makes the span's status an error.
+//! One trace per root call; two spans per call, as instrumented services would write
+//! them: a `CLIENT` span on the caller, from the call leaving to the last byte of its
+//! answer arriving (caller's clock), parented to the `SERVER` span of the call it was
+//! nested in, and a `SERVER` span on the callee, from the call's arrival to its answer
+//! (callee's clock), parented to that `CLIENT` span. Times are in the aligned clock:
+//! each service's resource says whether its host's clock was aligned, and by how much it
+//! was turned. Where TCP held part of a message back until the peer's ACK, the span that
+//! waited for it carries an event saying how long and why. Each server span says its own
+//! time and its edge's transit on its request's critical path; the slowest requests of
+//! each pattern are marked as its exemplars. Ids are derived from positions in the
+//! result, so the same input gives the same file. Every call is exported, whatever
+//! `--top` shows. Where the protocol named the call's operation the spans are named
+//! after it and carry the semantic-convention attributes of its system (`rpc.*`,
+//! `http.*`, `db.*`); a failed answer makes the spans' status an error.
 
 use super::{NestReport, Render};
 use crate::nesting::call_pairs::CallPair;
+use crate::nesting::critical::OnPath;
 use crate::nesting::{roots, NO_PARENT};
-use crate::trace::{Nanos, Status, Trace};
+use crate::trace::{Kind, Nanos, Status, Trace, Transit};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
-    span::SpanKind, status::StatusCode, ResourceSpans, ScopeSpans, Span, Status as SpanStatus,
+    span::{Event, SpanKind},
+    status::StatusCode,
+    ResourceSpans, ScopeSpans, Span, Status as SpanStatus,
 };
 use std::io::{self, Write};
 
@@ -29,8 +39,14 @@ pub struct Otlp;
 pub const CALL_ID: &str = "blackbox.call_id";
 /// Attribute of root spans naming their path pattern's signature.
 pub const PATTERN: &str = "blackbox.pattern";
-/// Semantic-convention attribute for the calling service.
+/// Semantic-convention attribute for the service called (on client spans).
 pub const PEER_SERVICE: &str = "peer.service";
+/// Attribute of a pattern's slowest requests' root spans: 1 for the slowest.
+pub const EXEMPLAR: &str = "blackbox.pattern.slowest";
+/// The slowest requests of each pattern marked as its exemplars.
+pub const EXEMPLARS: usize = 3;
+/// The name of the event a span gets where TCP held a message back.
+pub const HELD_EVENT: &str = "blackbox.tcp.held";
 
 impl Render for Otlp {
     fn render(&self, report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -39,8 +55,29 @@ impl Render for Otlp {
     }
 }
 
+/// Where each root call stands among its pattern's: `Some(1)` for the slowest, up to
+/// [`EXEMPLARS`].
+fn exemplar_ranks(report: &NestReport<'_>) -> Vec<Option<u8>> {
+    let nesting = report.nesting;
+    let mut ranks = vec![None; nesting.pairs.len()];
+    for pattern in &nesting.patterns {
+        let mut slowest: Vec<u32> = pattern.instances.clone();
+        slowest.sort_by_key(|&root| {
+            (
+                std::cmp::Reverse(nesting.pairs[root as usize].latency()),
+                root,
+            )
+        });
+        for (rank, &root) in slowest.iter().take(EXEMPLARS).enumerate() {
+            ranks[root as usize] = Some(rank as u8 + 1);
+        }
+    }
+    ranks
+}
+
 /// The export request: one resource per service, named after its node, holding the
-/// spans of the calls into it in call-time order; services in name order.
+/// client spans of the calls it made and the server spans of the calls into it, in
+/// call-time order; services in name order.
 pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
     let (trace, nesting) = (report.trace, report.nesting);
     let pairs = &nesting.pairs;
@@ -51,23 +88,25 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
             pattern_of[root as usize] = Some(pattern.signature.as_str());
         }
     }
+    let exemplars = exemplar_ranks(report);
+    let on_path = crate::nesting::patterns::critical_paths(trace, pairs, &nesting.parent);
 
     let mut services: Vec<Vec<Span>> = vec![Vec::new(); trace.nodes.len()];
     for (i, pair) in pairs.iter().enumerate() {
-        let mut attributes = vec![
-            string_attribute(PEER_SERVICE, trace.node_name(pair.caller)),
-            string_attribute(CALL_ID, trace.call_id_text(pair.call_id)),
-        ];
-        if let Some(signature) = pattern_of[i] {
-            attributes.push(string_attribute(PATTERN, signature));
-        }
-        let name = operation_attributes(trace, pair, &mut attributes).unwrap_or_else(|| {
+        let mut common = vec![string_attribute(CALL_ID, trace.call_id_text(pair.call_id))];
+        let name = operation_attributes(trace, pair, &mut common).unwrap_or_else(|| {
             format!(
                 "{}->{}",
                 trace.node_name(pair.caller),
                 trace.node_name(pair.callee)
             )
         });
+        if let Some(signature) = pattern_of[i] {
+            common.push(string_attribute(PATTERN, signature));
+            if let Some(rank) = exemplars[i] {
+                common.push(int_attribute(EXEMPLAR, i64::from(rank)));
+            }
+        }
         let status = match trace.status(pair.call_id) {
             Status::Failed(_) => Some(SpanStatus {
                 code: StatusCode::Error as i32,
@@ -75,21 +114,47 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
             }),
             _ => None,
         };
+        let trace_id = trace_id(roots[i], pairs[roots[i] as usize].caller_send);
+        let (ask, answer) = (
+            trace.transit(pair.call_id, Kind::Call),
+            trace.transit(pair.call_id, Kind::Return),
+        );
         let parent = nesting.parent[i];
-        services[pair.callee.0 as usize].push(Span {
-            trace_id: trace_id(roots[i], pairs[roots[i] as usize].caller_send),
-            span_id: span_id(i as u32),
-            parent_span_id: if parent == NO_PARENT {
-                Vec::new()
-            } else {
-                span_id(parent)
+
+        let mut client = common.clone();
+        client.push(string_attribute(PEER_SERVICE, trace.node_name(pair.callee)));
+        client.extend(network_attributes(trace, pair));
+        let answered = pair.caller_return.saturating_add(answer.spread);
+        services[pair.caller.0 as usize].push(Span {
+            trace_id: trace_id.clone(),
+            span_id: client_span_id(i as u32),
+            parent_span_id: match parent {
+                NO_PARENT => Vec::new(),
+                parent => server_span_id(parent),
             },
+            name: name.clone(),
+            kind: SpanKind::Client as i32,
+            status: status.clone(),
+            start_time_unix_nano: unix_nanos(pair.caller_send),
+            end_time_unix_nano: unix_nanos(answered.max(pair.caller_send)),
+            attributes: client,
+            events: held_event(answer, pair.caller_return, "answer"),
+            ..Span::default()
+        });
+
+        let mut server = common;
+        server.extend(critical_attributes(&on_path[i]));
+        services[pair.callee.0 as usize].push(Span {
+            trace_id,
+            span_id: server_span_id(i as u32),
+            parent_span_id: client_span_id(i as u32),
             name,
             kind: SpanKind::Server as i32,
             status,
             start_time_unix_nano: unix_nanos(pair.callee_recv),
-            end_time_unix_nano: unix_nanos(pair.callee_return),
-            attributes,
+            end_time_unix_nano: unix_nanos(pair.callee_return.max(pair.callee_recv)),
+            attributes: server,
+            events: held_event(ask, pair.callee_recv, "request"),
             ..Span::default()
         });
     }
@@ -105,23 +170,104 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: nodes
             .into_iter()
-            .map(|n| ResourceSpans {
-                resource: Some(Resource {
-                    attributes: vec![string_attribute(
-                        "service.name",
-                        trace.node_name(crate::trace::NodeId(n as u32)),
-                    )],
-                    ..Resource::default()
-                }),
-                scope_spans: vec![ScopeSpans {
-                    scope: Some(scope.clone()),
-                    spans: std::mem::take(&mut services[n]),
-                    ..ScopeSpans::default()
-                }],
-                ..ResourceSpans::default()
+            .map(|n| {
+                let name = trace.node_name(crate::trace::NodeId(n as u32));
+                let mut attributes = vec![string_attribute("service.name", name)];
+                attributes.extend(clock_attributes(report, name));
+                ResourceSpans {
+                    resource: Some(Resource {
+                        attributes,
+                        ..Resource::default()
+                    }),
+                    scope_spans: vec![ScopeSpans {
+                        scope: Some(scope.clone()),
+                        spans: std::mem::take(&mut services[n]),
+                        ..ScopeSpans::default()
+                    }],
+                    ..ResourceSpans::default()
+                }
             })
             .collect(),
     }
+}
+
+/// Whether the service's host clock was aligned to the reference, and how: its offset
+/// and drift from the reference, in the spans' times already taken away. None where the
+/// input had no alignment (text traces) or the service is not one captured host.
+fn clock_attributes(report: &NestReport<'_>, service: &str) -> Vec<KeyValue> {
+    let Some(alignment) = report.alignment else {
+        return Vec::new();
+    };
+    let Some(host) = alignment.hosts.iter().find(|h| h.host == service) else {
+        return vec![bool_attribute("blackbox.clock.aligned", false)];
+    };
+    let aligned = host.reference || host.quality != crate::align::fit::Quality::Absent;
+    let mut attributes = vec![
+        bool_attribute("blackbox.clock.aligned", aligned),
+        bool_attribute("blackbox.clock.reference", host.reference),
+    ];
+    if aligned && !host.reference {
+        attributes.push(double_attribute("blackbox.clock.offset_ns", host.offset_ns));
+        attributes.push(double_attribute("blackbox.clock.drift_ppm", host.drift_ppm));
+        if let Some(bound) = host.bound_ns {
+            attributes.push(double_attribute("blackbox.clock.bound_ns", bound));
+        }
+    }
+    attributes
+}
+
+/// `server.address`, `server.port` and `network.transport` from the connection the
+/// call travelled on, where the trace knows it.
+fn network_attributes(trace: &Trace, pair: &CallPair) -> Vec<KeyValue> {
+    let Some(connection) = trace.connection(pair.call_id) else {
+        return Vec::new();
+    };
+    let (transport, ends) = match connection.split_once(':') {
+        Some((t @ ("tcp" | "udp"), ends)) => (Some(t), ends),
+        _ => (None, connection),
+    };
+    let server = ends
+        .split_once('>')
+        .or_else(|| ends.split_once('-'))
+        .and_then(|(_, server)| server.split('#').next())
+        .and_then(|server| server.parse::<std::net::SocketAddr>().ok());
+    let mut attributes = Vec::new();
+    if let Some(server) = server {
+        attributes.push(string_attribute("server.address", &server.ip().to_string()));
+        attributes.push(int_attribute("server.port", i64::from(server.port())));
+    }
+    if let Some(transport) = transport {
+        attributes.push(string_attribute("network.transport", transport));
+    }
+    attributes
+}
+
+/// The call's own time and its edge's transit on its request's critical path.
+fn critical_attributes(path: &OnPath) -> Vec<KeyValue> {
+    vec![
+        int_attribute("blackbox.critical_path.own_ns", path.own),
+        int_attribute("blackbox.critical_path.transit_ns", path.transit),
+    ]
+}
+
+/// The event of a message TCP held back: at its first byte, how long it took to its last
+/// and how much of that was held, and why.
+fn held_event(transit: Transit, first_byte: Nanos, what: &str) -> Vec<Event> {
+    let Some(why) = transit.why else {
+        return Vec::new();
+    };
+    vec![Event {
+        time_unix_nano: unix_nanos(first_byte),
+        name: HELD_EVENT.to_owned(),
+        attributes: vec![
+            string_attribute("blackbox.message", what),
+            string_attribute("blackbox.tcp.held_by", why.token()),
+            string_attribute("blackbox.tcp.held_because", why.meaning()),
+            int_attribute("blackbox.tcp.held_ns", transit.held),
+            int_attribute("blackbox.transit_ns", transit.spread),
+        ],
+        ..Event::default()
+    }]
 }
 
 /// Adds the semantic-convention attributes of a call's operation, if its protocol
@@ -205,15 +351,40 @@ fn trace_id(root: u32, sent: Nanos) -> Vec<u8> {
     id
 }
 
-/// 8 bytes, never all zero: the call's index plus one.
-fn span_id(call: u32) -> Vec<u8> {
-    (u64::from(call) + 1).to_be_bytes().to_vec()
+/// 8 bytes, never all zero: twice the call's index plus one.
+fn client_span_id(call: u32) -> Vec<u8> {
+    (2 * u64::from(call) + 1).to_be_bytes().to_vec()
+}
+
+/// 8 bytes: twice the call's index plus two.
+fn server_span_id(call: u32) -> Vec<u8> {
+    (2 * u64::from(call) + 2).to_be_bytes().to_vec()
 }
 
 /// OTLP times are unsigned; a trace's times before 1970 (synthetic traces may start
 /// at 0 or below) are clamped to the epoch.
 fn unix_nanos(t: Nanos) -> u64 {
     t.max(0) as u64
+}
+
+fn bool_attribute(key: &str, value: bool) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::BoolValue(value)),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+fn double_attribute(key: &str, value: f64) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::DoubleValue(value)),
+        }),
+        ..KeyValue::default()
+    }
 }
 
 fn string_attribute(key: &str, value: &str) -> KeyValue {
@@ -232,7 +403,9 @@ mod tests {
 
     #[test]
     fn ids_are_never_zero() {
-        assert_ne!(span_id(0), vec![0; 8]);
+        assert_ne!(client_span_id(0), vec![0; 8]);
+        assert_ne!(client_span_id(0), server_span_id(0));
+        assert_ne!(server_span_id(0), client_span_id(1));
         assert_ne!(trace_id(0, 0), vec![0; 16]);
     }
 }

@@ -19,6 +19,9 @@ pub enum Need {
     Graphviz,
     /// `../shared/data/dev/`, the real traces with their true parents.
     DevTraces,
+    /// A python with the official opentelemetry-proto package, named by
+    /// `BLACKBOX_OTLP_PYTHON`, to run the OTLP receiver of `tests/otlp/`.
+    OtlpReceiver,
     /// The SpamAssassin mbox named by `BLACKBOX_SPAM_ASSASSIN`; a download, so it is
     /// asked for by setting the variable and is never required, not even under CI.
     SpamAssassin,
@@ -31,6 +34,7 @@ impl Need {
             Need::Chromium => "Chromium",
             Need::Graphviz => "Graphviz",
             Need::DevTraces => "../shared/data/dev",
+            Need::OtlpReceiver => "BLACKBOX_OTLP_PYTHON",
             Need::SpamAssassin => "BLACKBOX_SPAM_ASSASSIN",
         }
     }
@@ -41,6 +45,7 @@ impl Need {
             Need::Chromium => "install chromium, or set BLACKBOX_CHROMIUM to a Chrome",
             Need::Graphviz => "install graphviz",
             Need::DevTraces => "put the development traces beside the project",
+            Need::OtlpReceiver => "run .ci/run, or see tests/otlp/README.md",
             Need::SpamAssassin => "run scripts/spam-assassin-mbox.sh and set the variable",
         }
     }
@@ -56,6 +61,7 @@ impl Need {
             Need::Chromium => chromium().is_some(),
             Need::Graphviz => on_path("dot"),
             Need::DevTraces => dev_traces().is_dir(),
+            Need::OtlpReceiver => otlp_python().is_some(),
             Need::SpamAssassin => std::env::var_os("BLACKBOX_SPAM_ASSASSIN").is_some(),
         }
     }
@@ -81,6 +87,16 @@ pub fn chromium() -> Option<PathBuf> {
         .into_iter()
         .find(|name| on_path(name))
         .map(PathBuf::from)
+}
+
+/// The python `BLACKBOX_OTLP_PYTHON` names, if it imports opentelemetry-proto.
+pub fn otlp_python() -> Option<PathBuf> {
+    let python = PathBuf::from(std::env::var_os("BLACKBOX_OTLP_PYTHON")?);
+    let imports = std::process::Command::new(&python)
+        .args(["-c", "import opentelemetry.proto"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    imports.then_some(python)
 }
 
 /// `../shared/data/dev/`, beside the project.

@@ -31,8 +31,21 @@ pub struct CaptureMessage {
     /// The message.
     pub framed: Framed,
     /// What TCP held back between its first segment and its last
-    /// ([`super::transport`]).
-    pub held: Option<super::transport::Stall>,
+    /// ([`super::transport`]), in whole microseconds (up to 71 minutes): it fits where the
+    /// message's fields leave room, so a message costs no more for it.
+    pub held_us: u32,
+    /// Why, where anything was held.
+    pub held_why: Option<crate::trace::Held>,
+}
+
+impl CaptureMessage {
+    /// What TCP held back of it, and why.
+    pub fn held(&self) -> Option<super::transport::Stall> {
+        self.held_why.map(|cause| super::transport::Stall {
+            waited: i64::from(self.held_us) * 1_000,
+            cause,
+        })
+    }
 }
 
 /// Per-protocol choices the user made.
@@ -310,8 +323,11 @@ impl<'a> Flows<'a> {
             for message in &mut self.messages[before..] {
                 let framed = &message.framed;
                 let sent = connection.sent_by(framed.from);
-                message.held = sent.watch.claim(framed.first, framed.last);
-                if let Some(stall) = message.held {
+                let held = sent.watch.claim(framed.first, framed.last);
+                if let Some(stall) = held {
+                    let micros = (stall.waited.max(0) + 500) / 1_000;
+                    message.held_us = u32::try_from(micros).unwrap_or(u32::MAX);
+                    message.held_why = Some(stall.cause);
                     let what = match framed.kind {
                         crate::trace::Kind::Call => "calls",
                         crate::trace::Kind::Return => "replies",
@@ -532,7 +548,8 @@ fn take_messages(
             tcp: ends.tcp,
             protocol: ends.protocol,
             framed,
-            held: None,
+            held_us: 0,
+            held_why: None,
         });
     }
 }
@@ -896,5 +913,15 @@ mod udp_tests {
             ]
         );
         assert_eq!(stats.messages.get("dns"), Some(&4));
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// A capture holds millions of messages: what TCP held back must fit in the room
+    /// the other fields leave (72 bytes before it was kept).
+    #[test]
+    fn a_captured_message_stays_72_bytes() {
+        assert_eq!(std::mem::size_of::<super::CaptureMessage>(), 72);
     }
 }

@@ -196,7 +196,7 @@ pub(super) fn transit(message: &CaptureMessage) -> Transit {
     let framed = &message.framed;
     // Saturating: a capture's times are whatever its file says.
     let spread = framed.last.saturating_sub(framed.first).max(0);
-    match message.held {
+    match message.held() {
         Some(stall) => Transit {
             spread,
             held: stall.waited.clamp(0, spread),

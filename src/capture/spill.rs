@@ -231,10 +231,8 @@ mod tests {
                 status: Status::Failed(503),
                 propagated: Propagated::NONE,
             },
-            held: (kind == Kind::Return).then_some(crate::capture::transport::Stall {
-                waited: 4,
-                cause: crate::trace::Held::Nagle,
-            }),
+            held_us: if kind == Kind::Return { 4 } else { 0 },
+            held_why: (kind == Kind::Return).then_some(crate::trace::Held::Nagle),
         }
     }
 

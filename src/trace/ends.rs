@@ -12,6 +12,9 @@ use super::{End, Kind, Nanos, Status, Transit};
 pub struct EndBlock {
     strings: String,
     ends: Vec<OwnedEnd>,
+    /// The ends' transits where they have one (most ends have none: kept apart, so an
+    /// end costs 4 bytes for it, not 24).
+    transits: Vec<super::transit::Packed>,
 }
 
 /// One end: its scalars, and where its strings are in the block's.
@@ -28,7 +31,8 @@ struct OwnedEnd {
     kind: Kind,
     end: End,
     status: Status,
-    transit: Transit,
+    /// One plus its transit's index in the block's, or 0 for none.
+    transit: u32,
 }
 
 impl EndBlock {
@@ -37,6 +41,7 @@ impl EndBlock {
         EndBlock {
             strings: String::with_capacity(ends * 48),
             ends: Vec::with_capacity(ends),
+            transits: Vec::new(),
         }
     }
 
@@ -82,7 +87,14 @@ impl EndBlock {
             kind: fields.kind,
             end: fields.end,
             status: fields.status,
-            transit: fields.transit,
+            transit: match fields.transit.is_none() {
+                true => 0,
+                false => {
+                    self.transits
+                        .push(super::transit::Packed::new(fields.transit, false));
+                    u32::try_from(self.transits.len()).expect("a block under 4 G ends")
+                }
+            },
         });
     }
 
@@ -107,16 +119,25 @@ impl EndBlock {
             operation: given(1).then_some(texts[4]),
             propagated: given(2).then_some(texts[5]),
             status: end.status,
-            transit: end.transit,
+            transit: match end.transit {
+                0 => Transit::NONE,
+                at => self.transits[at as usize - 1].transit(),
+            },
         }
     }
 
     /// Adds `other`'s ends after these.
     pub fn append(&mut self, other: EndBlock) {
         let shift = self.strings.len();
+        let transits = u32::try_from(self.transits.len()).expect("a block under 4 G ends");
         self.strings.push_str(&other.strings);
+        self.transits.extend_from_slice(&other.transits);
         self.ends.extend(other.ends.iter().map(|end| OwnedEnd {
             start: end.start + shift,
+            transit: match end.transit {
+                0 => 0,
+                at => at + transits,
+            },
             ..*end
         }));
     }

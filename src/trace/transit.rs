@@ -81,14 +81,55 @@ impl Transit {
     }
 }
 
+/// A transit in 16 bytes, with one more bit for its holder: the spread, then the hold
+/// shifted past three bits (why: none, Nagle, window; and the holder's bit). Millions
+/// of messages carry one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Packed([u64; 2]);
+
+impl Packed {
+    /// `transit`, with `flag` kept beside it.
+    pub(crate) fn new(transit: Transit, flag: bool) -> Packed {
+        let why = match transit.why {
+            None => 0,
+            Some(Held::Nagle) => 1,
+            Some(Held::Window) => 2,
+        };
+        let held = (transit.held.max(0) as u64).min(u64::MAX >> 3);
+        Packed([
+            transit.spread.max(0) as u64,
+            held << 3 | why << 1 | u64::from(flag),
+        ])
+    }
+
+    /// The transit.
+    pub(crate) fn transit(self) -> Transit {
+        Transit {
+            spread: self.0[0].min(i64::MAX as u64) as Nanos,
+            held: (self.0[1] >> 3) as Nanos,
+            why: match (self.0[1] >> 1) & 3 {
+                1 => Some(Held::Nagle),
+                2 => Some(Held::Window),
+                _ => None,
+            },
+        }
+    }
+
+    /// The flag kept beside it.
+    pub(crate) fn flag(self) -> bool {
+        self.0[1] & 1 == 1
+    }
+}
+
 /// Each call's transits (its call's and its return's), where any is known: an index per
 /// call id into the few calls that have one, so a trace without any costs nothing.
 #[derive(Debug, Clone, Default)]
 pub(super) struct CallTransits {
     /// Per call id, one plus its entry's index (0 or missing: none).
     index: Vec<u32>,
-    /// Per entry: the call's and the return's, and whether each came from the receiver.
-    entries: Vec<([Transit; 2], [bool; 2])>,
+    /// Per entry: the call's and the return's, each flagged where it came from the
+    /// receiver.
+    entries: Vec<[Packed; 2]>,
 }
 
 impl CallTransits {
@@ -98,7 +139,7 @@ impl CallTransits {
             return Transit::NONE;
         };
         match self.index.get(call.0 as usize) {
-            Some(&at) if at > 0 => self.entries[at as usize - 1].0[slot],
+            Some(&at) if at > 0 => self.entries[at as usize - 1][slot].transit(),
             _ => Transit::NONE,
         }
     }
@@ -116,20 +157,19 @@ impl CallTransits {
             self.index.resize(index + 1, 0);
         }
         if self.index[index] == 0 {
-            self.entries.push(([Transit::NONE; 2], [false; 2]));
+            self.entries.push([Packed::default(); 2]);
             self.index[index] = u32::try_from(self.entries.len()).expect("call ids fit in u32");
         }
-        let (transits, received) = &mut self.entries[self.index[index] as usize - 1];
-        let by_receiver = end == End::Received;
-        let longer = (transit.spread, transit.held) > (transits[slot].spread, transits[slot].held);
-        let better = match (by_receiver, received[slot]) {
+        let kept = &mut self.entries[self.index[index] as usize - 1][slot];
+        let (known, by_receiver) = (kept.transit(), end == End::Received);
+        let longer = (transit.spread, transit.held) > (known.spread, known.held);
+        let better = match (by_receiver, kept.flag()) {
             (true, false) => true,
             (false, true) => false,
-            _ => longer || transits[slot].is_none(),
+            _ => longer || known.is_none(),
         };
         if better {
-            transits[slot] = transit;
-            received[slot] = by_receiver;
+            *kept = Packed::new(transit, by_receiver);
         }
     }
 
@@ -172,6 +212,12 @@ mod tests {
             assert_eq!(transits.get(CallId(3), Kind::Return), received);
             assert_eq!(transits.get(CallId(3), Kind::Call), Transit::NONE);
             assert_eq!(transits.get(CallId(9), Kind::Return), Transit::NONE);
+        }
+        for transit in [sent, received, Transit::NONE] {
+            for flag in [false, true] {
+                let packed = Packed::new(transit, flag);
+                assert_eq!((packed.transit(), packed.flag()), (transit, flag));
+            }
         }
         let mut none = CallTransits::default();
         none.record(CallId(1), Kind::Call, End::Sent, Transit::NONE);

@@ -30,6 +30,20 @@ pub fn write_nesting(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let nesting = report.nesting;
+    // The page draws each request: a nesting that kept only summaries (nested in
+    // segments, where values are sketched) cannot be drawn, and says so.
+    let sketched = nesting.patterns.iter().any(|pattern| {
+        pattern.positions.iter().any(|position| {
+            position.latencies.values().is_none() || position.call_delays.values().is_none()
+        })
+    });
+    if sketched {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the HTML report draws every request, and this nesting kept only their summaries \
+             (it was nested in segments): nest the trace whole (--segment-lines 0)",
+        ));
+    }
     let views: Vec<View> = report
         .ranked
         .iter()
@@ -477,12 +491,9 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> Markup {
     PreEscaped(html)
 }
 
-/// Every instance's value: the page is made from a nesting of the whole trace, which
-/// keeps them all (the command line never streams a run that writes it).
+/// Every instance's value: [`write_nesting`] refuses a nesting that sketched them.
 fn each(samples: &crate::nesting::patterns::Samples) -> &[Nanos] {
-    samples
-        .values()
-        .expect("the HTML report is made from a nesting of the whole trace")
+    samples.values().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -508,6 +519,23 @@ mod tests {
         let view = View::of(&nesting.patterns[0]);
         let bars = view.typical(&report, &nesting.patterns[0]);
         assert_eq!(bars[0].length, 1e6);
+    }
+
+    #[test]
+    fn a_nesting_that_kept_only_summaries_is_refused_not_drawn() {
+        let text = "0 CALL A B 1\n0.001 RET B A 1\n";
+        let trace = crate::trace::text::trace_from_str(text);
+        let mut nesting = crate::nesting::nest(&trace, &Default::default()).unwrap();
+        // As segments merge them past the exact limit: sketched.
+        let latencies = nesting.patterns[0].positions[0].latencies.clone();
+        let mut sketched = crate::nesting::patterns::Samples::default();
+        sketched.merge(&latencies, 0);
+        nesting.patterns[0].positions[0].latencies = sketched;
+        let options = crate::nesting::NestOptions::default();
+        let report = NestReport::new(&trace, &nesting, &options, Default::default());
+        let error = write_nesting(&report, &Default::default(), &mut Vec::new()).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        assert!(error.to_string().contains("--segment-lines 0"), "{error}");
     }
 
     #[test]

@@ -234,7 +234,7 @@ fn commented_packet(
     frame.extend_from_slice(&[0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
     frame.extend_from_slice(payload);
     let pad = |v: &mut Vec<u8>| {
-        while v.len() % 4 != 0 {
+        while !v.len().is_multiple_of(4) {
             v.push(0)
         }
     };

@@ -361,12 +361,12 @@ fn response(payload: Payload, number: u64) -> Vec<u8> {
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {body_len}\r\n\r\n"
             )
             .into_bytes();
-            bytes.extend(std::iter::repeat(b'x').take(body_len));
+            bytes.extend(std::iter::repeat_n(b'x', body_len));
             bytes
         }
         Payload::OncRpc => {
             let mut words = vec![number as u32, 1, 0, 0, 0, 0];
-            words.extend(std::iter::repeat(0).take(body_len / 4));
+            words.extend(std::iter::repeat_n(0, body_len / 4));
             record(&words)
         }
         Payload::Grpc => unreachable!("gRPC calls are written per connection"),
@@ -808,7 +808,7 @@ mod grpc {
     fn message(len: usize) -> Vec<u8> {
         let mut bytes = vec![0];
         bytes.extend_from_slice(&(len as u32).to_be_bytes());
-        bytes.extend(std::iter::repeat(0x2a).take(len));
+        bytes.extend(std::iter::repeat_n(0x2a, len));
         bytes
     }
 

@@ -522,7 +522,7 @@ impl Http2 {
                     }
                     return;
                 }
-                if block.stream % 2 == 0 {
+                if block.stream.is_multiple_of(2) {
                     out.problems
                         .push("HTTP/2 requests on server-initiated streams (ignored)");
                     return;

@@ -451,7 +451,7 @@ fn children_of_a_lost_call_stay_roots_instead_of_joining_another_request() {
             continue;
         }
         let parent = joint.parent[i];
-        if request % 10 == 0 {
+        if request.is_multiple_of(10) {
             orphans += 1;
             rooted += usize::from(parent == crate::nesting::parents::NO_PARENT);
         } else {

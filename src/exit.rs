@@ -1,5 +1,6 @@
 //! How the command-line tools end, the same way for all three: an error is printed once,
-//! prefixed with the tool's name; bad input or usage exits 2, anything else 1; and a
+//! prefixed with the tool's name; bad input or usage exits 2, output and the machine
+//! (a file that cannot be created, a full disk, even while reading an input) 1; and a
 //! reader that closes stdout early (`blackbox nest ... | head`) ends the run quietly
 //! with 0. Owns which of the library's errors are the user's input or usage, in one
 //! place ([`is_bad_input`]); nothing else.
@@ -30,11 +31,25 @@ pub fn finish(
         return ExitCode::SUCCESS;
     }
     eprintln!("{tool}: {err:#}");
-    ExitCode::from(if err.chain().any(is_bad_input) {
+    // The machine's fault anywhere in the chain outweighs the input it was reading.
+    let machine = err.chain().any(is_the_machines);
+    ExitCode::from(if !machine && err.chain().any(is_bad_input) {
         BAD_INPUT
     } else {
         1
     })
+}
+
+/// Whether `cause` is the machine's fault, whatever input it met it on: a capture's
+/// messages that could not be kept on disk (a full temporary directory).
+fn is_the_machines(cause: &(dyn Error + 'static)) -> bool {
+    use crate::capture::CaptureError;
+    // InputError is transparent: its capture's error is not in the chain by itself.
+    let capture = match cause.downcast_ref::<crate::input::InputError>() {
+        Some(crate::input::InputError::Capture(error)) => Some(error),
+        _ => cause.downcast_ref::<CaptureError>(),
+    };
+    matches!(capture, Some(CaptureError::Spill { .. }))
 }
 
 /// A request that cannot be carried out as asked: flags that contradict each other or

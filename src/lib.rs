@@ -28,3 +28,4 @@ pub mod report;
 pub mod streaming;
 pub mod trace;
 pub mod windows;
+pub mod words;

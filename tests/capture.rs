@@ -363,7 +363,7 @@ fn the_shipped_grpc_captures_split_multiplexed_streams_into_the_true_patterns() 
             "0 unmatched calls, 0 unmatched returns",
             "8663 call pairs, 2142 path instances",
             "client.pcap (host client, own address 10.79.0.10): 5706 packets",
-            "-> 4284 messages (http2 4284); 1 TCP connections",
+            "-> 4284 messages (http2 4284); 1 TCP connection\n",
             "-> 6692 messages (http2 3212, memcached 3296, mysql 184)",
             "read 24, not messages: protocol housekeeping",
             "HTTP/2 SETTINGS frames",

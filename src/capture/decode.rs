@@ -8,6 +8,56 @@ use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
 use pcap_parser::Linktype;
 use std::net::{IpAddr, SocketAddr};
 
+/// A link type's name as tcpdump's list (tcpdump.org/linktypes.html) gives it, for
+/// errors about the ones this module does not decode.
+pub fn link_type_name(linktype: i32) -> &'static str {
+    match linktype {
+        0 => "BSD loopback",
+        1 => "Ethernet",
+        6 => "IEEE 802.5 Token Ring",
+        8 => "SLIP",
+        9 => "PPP",
+        10 => "FDDI",
+        50 => "PPP in HDLC framing",
+        51 => "PPPoE",
+        101 => "raw IP",
+        104 => "Cisco HDLC",
+        105 => "IEEE 802.11 wireless",
+        107 => "Frame Relay",
+        108 => "OpenBSD loopback",
+        113 => "Linux cooked",
+        127 => "IEEE 802.11 with radiotap headers",
+        138 => "IP over IEEE 1394",
+        143 => "DOCSIS",
+        147..=162 => "a private (user-defined) link type",
+        163 => "IEEE 802.11 with AVS headers",
+        166 => "PPP as pppd logs it",
+        169 => "GPRS LLC",
+        177 => "LAPD",
+        187 => "Bluetooth HCI (H4)",
+        189 | 220 => "Linux USB",
+        192 => "PPI (802.11 per-packet information)",
+        195 | 215 | 230 => "IEEE 802.15.4",
+        197 => "Endace ERF",
+        201 => "Bluetooth HCI (H4) with a direction",
+        204 => "PPP with a direction",
+        224 => "Fibre Channel",
+        227 => "SocketCAN",
+        228 => "raw IPv4",
+        229 => "raw IPv6",
+        231 => "D-Bus",
+        239 => "Linux NFLOG",
+        242 => "IP over InfiniBand",
+        249 => "USBPcap",
+        252 => "Wireshark's upper-layer PDUs",
+        253 => "Linux netlink",
+        258 => "Apple PKTAP",
+        263 => "Bluetooth LE link layer",
+        276 => "Linux cooked v2",
+        _ => "no name known here",
+    }
+}
+
 /// TCP header fields the flow tracker needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpFields {

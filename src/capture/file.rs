@@ -94,10 +94,30 @@ fn packet_options<'a>(
 #[derive(Debug, Clone, Copy)]
 struct Interface {
     linktype: Linktype,
-    /// Units per second of its timestamps.
-    units_per_second: u64,
+    /// Units per second of its timestamps; `Err` with its `if_tsresol` where it names
+    /// none a u64 can count (its packets are skipped, said).
+    units_per_second: Result<u64, u8>,
     /// Seconds to add to every timestamp.
     offset_seconds: i64,
+}
+
+/// The input as the parser reads it, keeping the error a read met: the parser says
+/// only that one happened, and a compressed capture cut short (an error of the
+/// decompressor) is read up to the cut, as a plain one is, where a failing disk is not.
+struct Remembering<R> {
+    inner: R,
+    error: std::sync::Arc<std::sync::Mutex<Option<std::io::Error>>>,
+}
+
+impl<R: Read> Read for Remembering<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf);
+        if let Err(error) = &read {
+            let kept = std::io::Error::new(error.kind(), error.to_string());
+            *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+        }
+        read
+    }
 }
 
 /// Why reading stopped before the end of the file.
@@ -144,7 +164,31 @@ pub fn read_frames<R: Read + Send>(
         }
     }
     start.truncate(filled);
-    let input = std::io::Cursor::new(start).chain(input);
+    let damaged_section = pcapng_section_damage(&start);
+    let read_error = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let input = Remembering {
+        inner: std::io::Cursor::new(start).chain(input),
+        error: read_error.clone(),
+    };
+    // A read that failed: where the bytes ended early or did not decompress, the cut;
+    // else the error, fatal.
+    let failed_read = |number: u64, offset: u64| -> Result<Option<Stopped>, super::CaptureError> {
+        let error = read_error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let error = error.unwrap_or_else(|| std::io::Error::other("a read failed"));
+        match error.kind() {
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::InvalidData
+            | std::io::ErrorKind::InvalidInput => Ok(Some(Stopped {
+                packet: number + 1,
+                offset,
+                reason: format!("the file's bytes end or stop decompressing here ({error})"),
+            })),
+            _ => Err(super::CaptureError::Io {
+                path: path.to_path_buf(),
+                source: error,
+            }),
+        }
+    };
     let mut reader = match create_reader(BUFFER, input) {
         Ok(reader) => reader,
         Err(PcapError::Eof) => return Err(not_a_capture("the file is empty".into())),
@@ -154,19 +198,26 @@ pub fn read_frames<R: Read + Send>(
             ))
         }
         Err(PcapError::HeaderNotRecognized) => {
-            return Err(not_a_capture(
-                "no pcap or pcapng magic number at its start".into(),
-            ))
+            return Err(not_a_capture(damaged_section.unwrap_or_else(|| {
+                "no pcap or pcapng magic number at its start".into()
+            })))
         }
-        Err(e) => return Err(not_a_capture(format!("{e:?}"))),
+        // Its magic number was read, and the rest of its header did not parse.
+        Err(_) => {
+            return Err(not_a_capture(damaged_section.unwrap_or_else(|| {
+                "its header, after the magic number, is damaged".into()
+            })))
+        }
     };
     let mut interfaces: Vec<Interface> = Vec::new();
+    // The section's byte order, for saying what is wrong with a damaged block.
+    let mut big_endian = false;
     let mut legacy: Option<(Linktype, u64)> = None;
     let mut number = 0u64;
     let mut empty_refills = 0;
     loop {
         let offset = reader.consumed() as u64;
-        match reader.next() {
+        let error = match reader.next() {
             Ok((length, block)) => {
                 match block {
                     PcapBlockOwned::LegacyHeader(header) => {
@@ -196,17 +247,26 @@ pub fn read_frames<R: Read + Send>(
                             stats,
                         );
                     }
-                    PcapBlockOwned::NG(Block::SectionHeader(_)) => interfaces.clear(),
+                    PcapBlockOwned::NG(Block::SectionHeader(section)) => {
+                        big_endian = section.big_endian();
+                        interfaces.clear();
+                    }
                     PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
                         interfaces.push(Interface {
                             linktype: idb.linktype,
-                            units_per_second: idb.ts_resolution().unwrap_or(1_000_000),
+                            units_per_second: units_per_second(idb.if_tsresol),
                             offset_seconds: idb.ts_offset(),
                         });
                     }
                     PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
                         number += 1;
                         match interfaces.get(epb.if_id as usize) {
+                            Some(Interface {
+                                units_per_second: Err(resolution),
+                                ..
+                            }) => stats.skip(&format!(
+                                "its interface's timestamp resolution (if_tsresol {resolution:#04x}) is finer than a 64-bit count can hold"
+                            )),
                             Some(interface) => {
                                 let ticks = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
                                 let (comment, outbound) = packet_options(&epb);
@@ -226,29 +286,38 @@ pub fn read_frames<R: Read + Send>(
                                     stats,
                                 );
                             }
-                            None => stats.skip("packet names an interface never described"),
+                            None => stats.skip(
+                                "a packet block naming an interface not described before it (so of no known link type or time unit)",
+                            ),
                         }
                     }
                     PcapBlockOwned::NG(Block::SimplePacket(_)) => {
                         // A simple packet block has no timestamp; it cannot be placed.
                         number += 1;
-                        stats.skip("pcapng simple packet block (no timestamp)");
+                        stats.skip(
+                            "a pcapng simple packet block, which has no timestamp to place it by",
+                        );
                     }
                     PcapBlockOwned::NG(_) => {}
                 }
                 reader.consume(length);
+                continue;
             }
-            Err(PcapError::Eof) => return Ok(None),
-            Err(PcapError::Incomplete(_)) => {
+            // Owned, so that the reader can be asked what it holds.
+            Err(error) => error.to_owned_vec(),
+        };
+        match error {
+            PcapError::Eof if !reader.data().is_empty() => {
+                return Ok(Some(cut_off(number, offset)))
+            }
+            PcapError::Eof => return Ok(None),
+            PcapError::Incomplete(_) => {
                 // Progress guard: an incomplete record is retried only while refills
                 // bring new bytes (a pipe may bring a few at a time); a refill that
                 // brings none means the file ends inside the record.
                 let buffered = reader.data().len();
                 if reader.refill().is_err() {
-                    return Err(super::CaptureError::Io {
-                        path: path.to_path_buf(),
-                        source: std::io::Error::other("read failed"),
-                    });
+                    return failed_read(number, offset);
                 }
                 if reader.data().len() == buffered {
                     if buffered > 0 {
@@ -262,8 +331,8 @@ pub fn read_frames<R: Read + Send>(
                     }
                 }
             }
-            Err(PcapError::UnexpectedEof) => return Ok(Some(cut_off(number, offset))),
-            Err(PcapError::BufferTooSmall) => {
+            PcapError::UnexpectedEof => return Ok(Some(cut_off(number, offset))),
+            PcapError::BufferTooSmall => {
                 return Ok(Some(Stopped {
                     packet: number + 1,
                     offset,
@@ -273,17 +342,12 @@ pub fn read_frames<R: Read + Send>(
                     ),
                 }))
             }
-            Err(PcapError::ReadError) => {
-                return Err(super::CaptureError::Io {
-                    path: path.to_path_buf(),
-                    source: std::io::Error::other("read failed"),
-                })
-            }
-            Err(e) => {
+            PcapError::ReadError => return failed_read(number, offset),
+            _ => {
                 return Ok(Some(Stopped {
                     packet: number + 1,
                     offset,
-                    reason: format!("damaged record ({})", short_error(&e)),
+                    reason: damage(reader.data(), legacy.is_none(), big_endian),
                 }))
             }
         }
@@ -298,13 +362,57 @@ fn cut_off(number: u64, offset: u64) -> Stopped {
     }
 }
 
-fn short_error(e: &PcapError<&[u8]>) -> String {
-    match e {
-        PcapError::NomError(_, kind) | PcapError::OwnedNomError(_, kind) => {
-            format!("{kind:?}")
-        }
-        other => format!("{other:?}"),
+/// What is wrong with the record at the start of `data` that did not parse, in words:
+/// a pcapng block's lengths, or else which kind of record it is.
+fn damage(data: &[u8], pcapng: bool, big_endian: bool) -> String {
+    let word = |at: usize| {
+        let bytes: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+        Some(match big_endian {
+            true => u32::from_be_bytes(bytes),
+            false => u32::from_le_bytes(bytes),
+        })
+    };
+    if !pcapng {
+        return "a damaged packet record: its header does not parse".into();
     }
+    match (word(0), word(4)) {
+        (Some(kind), Some(length)) if length < 12 => {
+            format!("a damaged pcapng block (type {kind:#x}): its length is {length}, under the 12 bytes of a block's frame")
+        }
+        (Some(kind), Some(length)) if length % 4 != 0 => {
+            format!("a damaged pcapng block (type {kind:#x}): its length, {length}, is not a multiple of 4")
+        }
+        (Some(kind), Some(length)) => match word(length as usize - 4) {
+            Some(end) if end != length => format!(
+                "a damaged pcapng block (type {kind:#x}): its length is {length} at its start and {end} at its end"
+            ),
+            _ => format!("a damaged pcapng block (type {kind:#x}, {length} bytes): its contents do not parse as its type says"),
+        },
+        _ => "a damaged pcapng block".into(),
+    }
+}
+
+/// Where a file starts as pcapng does but its section header cannot be read: what is
+/// wrong with it (a file that is not a capture has no such start).
+fn pcapng_section_damage(start: &[u8]) -> Option<String> {
+    if start.get(..4)? != [0x0a, 0x0d, 0x0d, 0x0a] {
+        return None;
+    }
+    let magic: [u8; 4] = start.get(8..12)?.try_into().ok()?;
+    let big_endian = match magic {
+        [0x1a, 0x2b, 0x3c, 0x4d] => true,
+        [0x4d, 0x3c, 0x2b, 0x1a] => false,
+        _ => {
+            return Some("a pcapng file whose section header's byte-order magic is damaged".into())
+        }
+    };
+    let damage = damage(start, true, big_endian);
+    let why = damage
+        .split_once("): ")
+        .map_or(damage.as_str(), |(_, why)| why);
+    Some(format!(
+        "a pcapng file whose first section header is damaged: {why}"
+    ))
 }
 
 /// `ticks` in `units` per second, as nanoseconds; exact for the usual resolutions.
@@ -314,8 +422,21 @@ fn to_nanos(ticks: u64, units: u64) -> Nanos {
     nanos.min(Nanos::MAX as u128) as Nanos
 }
 
+/// Timestamp units per second that an interface's `if_tsresol` names (RFC draft
+/// pcapng §4.2: its high bit chooses a power of two, else of ten; absent, 6), or `Err`
+/// with it where a u64 cannot count them. (pcap-parser 0.17 gives none for every power
+/// of two.)
+fn units_per_second(tsresol: u8) -> Result<u64, u8> {
+    let exponent = u32::from(tsresol & 0x7f);
+    match tsresol & 0x80 {
+        0 => 10u64.checked_pow(exponent),
+        _ => 1u64.checked_shl(exponent).filter(|_| exponent < 64),
+    }
+    .ok_or(tsresol)
+}
+
 fn ng_time(ticks: u64, interface: &Interface) -> Nanos {
-    let units = interface.units_per_second.max(1);
+    let units = interface.units_per_second.unwrap_or(1_000_000).max(1);
     let seconds = i128::from(ticks / units) + i128::from(interface.offset_seconds);
     let nanos = seconds * 1_000_000_000 + i128::from(to_nanos(ticks % units, units));
     nanos.clamp(i128::from(Nanos::MIN + 1), i128::from(Nanos::MAX)) as Nanos
@@ -399,7 +520,7 @@ mod tests {
         assert_eq!(
             stats
                 .skipped
-                .get("packet names an interface never described"),
+                .get("a packet block naming an interface not described before it (so of no known link type or time unit)"),
             Some(&1)
         );
     }
@@ -491,6 +612,16 @@ mod tests {
     }
 
     #[test]
+    fn every_time_resolution_a_u64_can_count_is_read() {
+        assert_eq!(units_per_second(6), Ok(1_000_000));
+        assert_eq!(units_per_second(9), Ok(1_000_000_000));
+        assert_eq!(units_per_second(0x80 | 10), Ok(1024));
+        assert_eq!(units_per_second(0x80 | 63), Ok(1 << 63));
+        assert_eq!(units_per_second(0x80 | 64), Err(0xc0));
+        assert_eq!(units_per_second(20), Err(20));
+    }
+
+    #[test]
     fn resolutions_convert_exactly() {
         assert_eq!(to_nanos(123_456, 1_000_000), 123_456_000);
         assert_eq!(to_nanos(7, 1_000_000_000), 7);
@@ -498,7 +629,7 @@ mod tests {
         assert_eq!(to_nanos(1, 1024), 976_562);
         let interface = Interface {
             linktype: Linktype::ETHERNET,
-            units_per_second: 1_000_000_000,
+            units_per_second: Ok(1_000_000_000),
             offset_seconds: 10,
         };
         assert_eq!(ng_time(1_500_000_001, &interface), 11_500_000_001);

@@ -21,6 +21,7 @@ pub mod stats;
 pub mod transport;
 pub mod write;
 
+pub use decode::link_type_name;
 pub(crate) use naming::node_names;
 pub use naming::{add_to_trace, same_clock};
 

@@ -108,7 +108,9 @@ impl std::fmt::Display for Uncertain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Uncertain::Tie => f.write_str("two addresses are ends of as many packets"),
-            Uncertain::FewPackets(n) => write!(f, "only {n} IP packets"),
+            Uncertain::FewPackets(n) => {
+                write!(f, "only {}", crate::words::counted(*n, "IP packet"))
+            }
         }
     }
 }

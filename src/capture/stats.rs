@@ -152,15 +152,16 @@ impl FileStats {
 
 impl fmt::Display for FileStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::words::counted;
         write!(
             f,
-            "{} packets (IPv4 {}, IPv6 {}; TCP {}, UDP {}) -> {} messages",
-            self.packets,
+            "{} (IPv4 {}, IPv6 {}; TCP {}, UDP {}) -> {}",
+            counted(self.packets, "packet"),
             self.ipv4,
             self.ipv6,
             self.tcp,
             self.udp,
-            self.total_messages()
+            counted(self.total_messages(), "message")
         )?;
         if !self.messages.is_empty() {
             let by: Vec<String> = self
@@ -170,7 +171,7 @@ impl fmt::Display for FileStats {
                 .collect();
             write!(f, " ({})", by.join(", "))?;
         }
-        write!(f, "; {} TCP connections", self.tcp_flows)?;
+        write!(f, "; {}", counted(self.tcp_flows, "TCP connection"))?;
         if self.flows_without_handshake > 0 {
             write!(
                 f,
@@ -198,8 +199,9 @@ impl fmt::Display for FileStats {
         .collect();
         if self.stream_gaps > 0 {
             notes.push(format!(
-                "{} holes in TCP streams ({} bytes never captured)",
-                self.stream_gaps, self.gap_bytes
+                "{} in TCP streams ({} never captured)",
+                counted(self.stream_gaps, "hole"),
+                counted(self.gap_bytes, "byte")
             ));
         }
         for (what, n) in &self.housekeeping {

@@ -13,6 +13,19 @@ use blackbox::trace::{time, Nanos};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// What every command's help says of how it ends (`blackbox::exit`), before its examples.
+macro_rules! exit_status {
+    () => {
+        "Exit status: 0 when done (or when a reader of its output, such as `head`, stopped \
+reading); 2 when an input or the command line is at fault (a file that is missing, \
+damaged or holds nothing to read, flags that cannot go together); 1 when writing an \
+output or the machine failed (a file that cannot be created, a full disk, a lost \
+process).
+
+"
+    };
+}
+
 /// Infer the causal paths of requests through a distributed system of black boxes from
 /// packet captures (one per host) or message traces, and see which node on which path
 /// adds the latency.
@@ -22,11 +35,11 @@ use std::path::PathBuf;
     version,
     propagate_version = true,
     max_term_width = 100,
-    after_help = "Examples:
+    after_help = concat!(exit_status!(), "Examples:
   blackbox nest traces/shop/*.pcap*          the paths of a captured 4-tier shop
   blackbox nest traces/multitier.trace       the same from a text trace
   blackbox convolve traces/freeform.trace    free-form messages, by convolution
-  blackbox nest --help                       every flag, with more examples"
+  blackbox nest --help                       every flag, with more examples")
 )]
 pub(super) struct Cli {
     #[command(subcommand)]
@@ -46,12 +59,12 @@ pub(super) enum Command {
     /// each: a node's own time, or (from captures) an edge's time in transit between the
     /// first and last byte of its messages, and why where TCP held them back. A summary
     /// of what was read and skipped goes to stderr.
-    #[command(after_long_help = "Examples:
+    #[command(after_long_help = concat!(exit_status!(), "Examples:
   blackbox nest traces/shop/*.pcap*
   blackbox nest -q traces/shop/*.pcap* --html report.html --svg graphs/
   blackbox nest traces/k8s/*.pcap.gz --names traces/k8s/cluster.json
   blackbox nest -q traces/grpc/*.pcap --keep-messages g.trace && blackbox nest --workers 2 g.trace
-")]
+"))]
     Nest(NestArgs),
     /// Score the nesting algorithm, or the convolution's paths, against ground truth (paper §7.5).
     ///
@@ -62,12 +75,12 @@ pub(super) enum Command {
     /// format): the fraction of calls given their true parent and of requests whose
     /// whole tree is right. With --convolve: the convolution algorithm's paths against
     /// the true chains of messages (with --mbox, of an mbox's emails).
-    #[command(after_long_help = "Examples:
+    #[command(after_long_help = concat!(exit_status!(), "Examples:
   blackbox eval -q --algorithm paper --top-n 5 traces/multitier.trace
   blackbox eval -q traces/multitier.trace --json scores.json
   blackbox eval --convolve --min-paths 100 traces/freeform.trace
   blackbox eval --convolve --mbox --quantum 1s --max-delay 1h --min-paths 1 tests/data/sample.mbox
-")]
+"))]
     Eval(EvalArgs),
     /// Infer message paths with the convolution algorithm (paper §5.2), for any messages.
     ///
@@ -77,11 +90,11 @@ pub(super) enum Command {
     /// plain messages, so RPC traces work too. Reads captures or text traces, as nest
     /// does. Prints the paths, most followed first, with each node's median delay (and
     /// its spikes, where there are several).
-    #[command(after_long_help = "Examples:
+    #[command(after_long_help = concat!(exit_status!(), "Examples:
   blackbox convolve traces/freeform.trace
   blackbox convolve -q --quantum 5ms --max-delay 500ms --json - traces/freeform.trace
   blackbox records --mbox tests/data/sample.mbox | blackbox convolve --quantum 1min --max-delay 1h -
-")]
+"))]
     Convolve(ConvolveArgs),
     /// Say what changed between two runs of a system: patterns, shares, own times.
     ///
@@ -92,11 +105,11 @@ pub(super) enum Command {
     /// changed beyond noise: a two-sided Mann-Whitney U test per node and per share, the
     /// level divided among all the tests (Bonferroni). Patterns of fewer than 5 requests
     /// on a side are lined up but not tested.
-    #[command(after_long_help = "Examples:
+    #[command(after_long_help = concat!(exit_status!(), "Examples:
   blackbox diff -q --before traces/multitier.trace --after traces/multitier-added-delay.trace
   blackbox diff -q --before traces/shop-16/*.pcap* --after traces/shop-32/*.pcap* --json - | head -3
   blackbox diff -q traces/multitier.trace --before 0s-2s --after 2s-4s
-")]
+"))]
     Diff(DiffArgs),
     /// Turn captures or other records into a text trace.
     ///
@@ -108,11 +121,11 @@ pub(super) enum Command {
     /// the email's Message-ID as the truth column. Headers with unreadable dates,
     /// generic hosts (localhost, unknown) or a missing host are skipped and counted on
     /// stderr, as are the relays' clock corrections. The trace suits `blackbox convolve`.
-    #[command(after_long_help = "Examples:
+    #[command(after_long_help = concat!(exit_status!(), "Examples:
   blackbox records traces/shop/*.pcap* -o shop.trace
   blackbox records -q traces/shop/web.pcap | head -3
   blackbox records --mbox tests/data/sample.mbox
-")]
+"))]
     Records(RecordsArgs),
     /// Align the clocks of per-host captures onto one reference host's.
     ///
@@ -131,12 +144,12 @@ pub(super) enum Command {
     /// others and the pairs and delays it rests on.
     #[command(
         override_usage = "blackbox align [OPTIONS] <CAPTURE>...\n       blackbox align [OPTIONS] --mbox <FILE>",
-        after_long_help = "Examples:
+        after_long_help = concat!(exit_status!(), "Examples:
   blackbox align traces/shop/*.pcap*
   blackbox align traces/shop/*.pcap* --json - > clocks.json
   blackbox align traces/shop/*.pcap* --write aligned/
   blackbox align --mbox tests/data/sample.mbox
-"
+")
     )]
     Align(AlignArgs),
 }

@@ -57,9 +57,9 @@ pub(super) fn align(args: AlignArgs) -> Result<()> {
     if let Some(dir) = &args.write {
         input::write_aligned(&captures, &alignment, dir, |written| {
             eprintln!(
-                "wrote {} ({} packets)",
+                "wrote {} ({})",
                 written.path.display(),
-                written.packets
+                blackbox::words::counted(written.packets, "packet")
             );
         })?;
     }
@@ -854,9 +854,9 @@ fn write_out(
         }
         None => {
             let mut out = BufWriter::new(io::stdout().lock());
-            write(&mut out)?;
-            out.flush()?;
-            Ok(())
+            write(&mut out)
+                .and_then(|()| out.flush())
+                .context("writing standard output")
         }
     }
 }
@@ -909,8 +909,9 @@ impl MainOutput {
             MainOutput::Stdout => write_out(None, write),
             MainOutput::Stderr => {
                 let mut err = io::stderr().lock();
-                write(&mut err)?;
-                Ok(err.flush()?)
+                write(&mut err)
+                    .and_then(|()| err.flush())
+                    .context("writing standard error")
             }
             MainOutput::Nowhere => Ok(()),
         }

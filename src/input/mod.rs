@@ -159,12 +159,20 @@ impl fmt::Display for InputWarning {
                 packets,
             } => write!(
                 f,
-                "warning: {}: packet {} at byte {}: {}; the {} packets before it are used",
+                "warning: {}: packet {} at byte {}: {}; {} before it {} used",
                 path.display(),
                 stopped.packet,
                 stopped.offset,
                 stopped.reason,
-                packets
+                match packets {
+                    0 => "no packet".to_owned(),
+                    1 => "the 1 packet".to_owned(),
+                    n => format!("the {n} packets"),
+                },
+                match packets {
+                    1 => "is",
+                    _ => "are",
+                }
             ),
             InputWarning::Unaligned { host, exchanged: 0 } => write!(
                 f,
@@ -297,21 +305,43 @@ pub fn from_text_trace(trace: Trace, text_traces: usize) -> Result<Input, InputE
     }
 }
 
-/// What the inputs held, when it came to no message: per capture its packets, and the
-/// text traces' lines.
+/// What the inputs held, when it came to no message: per capture its packets, what was
+/// set aside and why, and where reading stopped (the summary that says so is not
+/// printed when the run fails); the text traces' lines.
 fn what_was_read(input: &Input, text_traces: usize) -> String {
+    use crate::words::counted;
     let mut held: Vec<String> = input
         .captures
         .iter()
         .map(|capture| {
             let name = source::name(&capture.path);
-            match capture.stats.packets {
-                0 => format!("{name} holds 0 packets"),
-                packets => format!(
-                    "{name} holds {packets} packets (TCP {}, UDP {}) but no call or return of a protocol blackbox reads (name one with --protocol PORT=NAME)",
-                    capture.stats.tcp, capture.stats.udp
-                ),
+            let stats = &capture.stats;
+            let mut said = format!("{name} holds {}", counted(stats.packets, "packet"));
+            if stats.tcp + stats.udp > 0 {
+                said.push_str(&format!(
+                    " (TCP {}, UDP {}) but no call or return of a protocol blackbox reads (name one with --protocol PORT=NAME)",
+                    stats.tcp, stats.udp
+                ));
             }
+            let skipped: Vec<String> = stats
+                .skipped
+                .iter()
+                .map(|(reason, n)| format!("; {n} set aside: {}", skipped_why(reason)))
+                .collect();
+            said.push_str(&skipped.concat());
+            let stopped = input.warnings.iter().find_map(|warning| match warning {
+                InputWarning::CutShort { path, stopped, .. } if *path == capture.path => {
+                    Some(stopped)
+                }
+                _ => None,
+            });
+            if let Some(stopped) = stopped {
+                said.push_str(&format!(
+                    "; reading stopped at packet {} (byte {}): {}",
+                    stopped.packet, stopped.offset, stopped.reason
+                ));
+            }
+            said
         })
         .collect();
     let stats = &input.trace.stats;
@@ -326,6 +356,21 @@ fn what_was_read(input: &Input, text_traces: usize) -> String {
         });
     }
     held.join("; ")
+}
+
+/// A skip reason as the error that no message was read gives it: a link type by its
+/// name too, and that blackbox does not read it.
+fn skipped_why(reason: &str) -> String {
+    match reason
+        .strip_prefix("unsupported link type ")
+        .and_then(|number| number.parse::<i32>().ok())
+    {
+        Some(number) => format!(
+            "link type {number} ({}), which blackbox does not read (it reads Ethernet, Linux cooked, raw IP, loopback and what VXLAN or Geneve carry)",
+            crate::capture::link_type_name(number)
+        ),
+        None => reason.to_owned(),
+    }
 }
 
 /// A progress bar labelled `what` over the stored bytes of the files among `sources`

@@ -56,7 +56,7 @@ pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result
             out,
             "  {:<width$}  {:>20}  {:>12}  {:>11}  {:<11}  {:>9}  {}",
             host.host,
-            format!("{:+.6} ms", host.offset_ns / 1e6),
+            crate::trace::time::signed_exact_duration(host.offset_ns),
             format!("{:+.3} ppm", host.drift_ppm),
             bound,
             host.quality.to_string(),
@@ -87,8 +87,8 @@ pub fn write_alignment(alignment: &Alignment, out: &mut dyn Write) -> io::Result
         let mut notes = Vec::new();
         if pair.dropped > 0 {
             notes.push(format!(
-                "{} samples dropped (no line agreed with them, or they claimed a far shorter delay than their neighbours)",
-                pair.dropped
+                "{} dropped (no line agreed with them, or they claimed a far shorter delay than their neighbours)",
+                crate::words::counted(pair.dropped as u64, "sample")
             ));
         }
         if pair.pieces > 1 {

@@ -118,7 +118,7 @@ pub fn push_seconds(out: &mut String, t: Nanos) {
     let secs = abs / NANOS_PER_SEC as u64;
     let frac = abs % NANOS_PER_SEC as u64;
     // Writing to a String cannot fail.
-    let _ = if frac % 1_000 == 0 {
+    let _ = if frac.is_multiple_of(1_000) {
         write!(out, "{sign}{secs}.{:06}", frac / 1_000)
     } else {
         write!(out, "{sign}{secs}.{frac:09}")
@@ -147,12 +147,62 @@ pub fn human_duration(ns: f64) -> String {
     } else {
         3
     };
+    // A value that rounds to zero has no sign: "0 ns", never "-0 ns".
+    let scale = 10f64.powi(decimals as i32);
+    let value = match (value * scale).round() == 0.0 {
+        true => 0.0,
+        false => value,
+    };
     format!("{value:.decimals$} {unit}")
+}
+
+/// A duration with its sign to the nanosecond, in the unit its size reads best in:
+/// `-16 ns`, `+3.499986 ms`, `-7.000088462 s` (an offset between clocks, where every
+/// digit counts); one under half a nanosecond is `+0 ns`.
+pub fn signed_exact_duration(ns: f64) -> String {
+    let abs = ns.abs();
+    let magnitude = if abs < 1e3 {
+        format!("{abs:.0} ns")
+    } else if abs < 1e6 {
+        format!("{:.3} µs", abs / 1e3)
+    } else if abs < 1e9 {
+        format!("{:.6} ms", abs / 1e6)
+    } else {
+        format!("{:.9} s", abs / 1e9)
+    };
+    match ns < 0.0 && magnitude != "0 ns" {
+        true => format!("-{magnitude}"),
+        false => format!("+{magnitude}"),
+    }
+}
+
+/// A duration with its sign, `+16 ns` or `-1.432 µs`, as [`human_duration`] rounds it;
+/// one that rounds to zero is `+0 ns`.
+pub fn signed_human_duration(ns: f64) -> String {
+    let magnitude = human_duration(ns.abs());
+    match ns < 0.0 && human_duration(ns) != magnitude {
+        true => format!("-{magnitude}"),
+        false => format!("+{magnitude}"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_that_rounds_to_zero_has_no_sign() {
+        assert_eq!(human_duration(-0.3), "0 ns");
+        assert_eq!(human_duration(-0.0), "0 ns");
+        assert_eq!(human_duration(-16.0), "-16 ns");
+        assert_eq!(signed_human_duration(-16.0), "-16 ns");
+        assert_eq!(signed_human_duration(-0.2), "+0 ns");
+        assert_eq!(signed_human_duration(1_432.0), "+1.432 µs");
+        assert_eq!(signed_exact_duration(-16.0), "-16 ns");
+        assert_eq!(signed_exact_duration(-0.2), "+0 ns");
+        assert_eq!(signed_exact_duration(3_499_986.0), "+3.499986 ms");
+        assert_eq!(signed_exact_duration(-7_000_088_462.0), "-7.000088462 s");
+    }
 
     #[test]
     fn seconds_parse_exactly_to_the_nanosecond() {

@@ -184,8 +184,7 @@ fn alignment_section(alignment: &Alignment) -> Markup {
 
 /// A duration with its sign (`+10.00 s`, `−1.432 µs`).
 fn signed_duration(nanos: f64) -> String {
-    let sign = if nanos < 0.0 { "−" } else { "+" };
-    format!("{sign}{}", human_duration(nanos.abs()))
+    crate::trace::time::signed_human_duration(nanos).replacen('-', "−", 1)
 }
 
 /// Records script errors before anything else runs, so a test (or a curious user) can

@@ -62,13 +62,22 @@ pub fn write_input(
         input.seen_at_both_ends,
         input.seen_at_sender_only,
         input.seen_at_receiver_only,
-        match input.passed_through {
-            0 => String::new(),
-            passed => format!(
-                "; {passed} observation{} left out, seen passing between hosts whose own captures hold them",
-                plural(passed)
-            ),
-        },
+        [
+            match input.passed_through {
+                0 => String::new(),
+                passed => format!(
+                    "; {passed} observation{} left out, seen passing between hosts whose own captures hold them",
+                    plural(passed)
+                ),
+            },
+            match input.call_ids_past_limit {
+                0 => String::new(),
+                past => format!(
+                    "; {past} kept without their call id, past the 2^30 distinct ids one trace can name (nest it in segments: --segment-lines)"
+                ),
+            },
+        ]
+        .concat(),
         if input.lines > 0 {
             let ignored = if input.ignored_fields > 0 {
                 format!(

@@ -309,6 +309,11 @@ pub struct InputStats {
     /// own captures hold them (a node's capture of its pods).
     #[serde(skip_serializing_if = "is_zero")]
     pub passed_through: u64,
+    /// Observations whose call id came after the 2^30th distinct one of the trace
+    /// (the most a message can name): kept without an id, as free-form messages. Only a
+    /// trace nested whole can have so many (`--segment-lines 0`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub call_ids_past_limit: u64,
 }
 
 /// A merged, time-ordered trace of messages from one or more sources.
@@ -475,6 +480,9 @@ impl Trace {
 #[derive(Debug, Default)]
 pub struct TraceBuilder {
     trace: Trace,
+    /// Fewer distinct call ids than a message can name, where a test asks (`None`:
+    /// [`MAX_CALL_IDS`]).
+    call_id_limit: Option<u32>,
 }
 
 impl TraceBuilder {
@@ -488,17 +496,21 @@ impl TraceBuilder {
         NodeId(self.trace.nodes.intern(name))
     }
 
-    /// Interns a call id; `-` means none.
+    /// Interns a call id; `-` means none. Past [`MAX_CALL_IDS`] distinct ids a new one
+    /// is none too, counted in [`InputStats::call_ids_past_limit`].
     pub fn call_id(&mut self, text: &str) -> CallId {
         if text == "-" {
             CallId::NONE
         } else {
-            let id = self.trace.call_ids.intern(text);
-            assert!(
-                id < MAX_CALL_IDS,
-                "more than 2^30 distinct call ids in one trace"
-            );
-            CallId(id)
+            let limit = self.call_id_limit.unwrap_or(MAX_CALL_IDS);
+            if self.trace.call_ids.len() >= limit as usize
+                && self.trace.call_ids.get(text).is_none()
+            {
+                // No room for another: the message is kept, without its id, and counted.
+                self.trace.stats.call_ids_past_limit += 1;
+                return CallId::NONE;
+            }
+            CallId(self.trace.call_ids.intern(text))
         }
     }
 
@@ -756,6 +768,25 @@ mod tests {
         assert_eq!(trace.messages[1].received(), None);
         assert_eq!(trace.stats.seen_at_both_ends, 1);
         assert_eq!(trace.stats.seen_at_sender_only, 1);
+    }
+
+    #[test]
+    fn call_ids_past_the_limit_are_kept_without_one_and_counted() {
+        let mut b = TraceBuilder {
+            call_id_limit: Some(2),
+            ..TraceBuilder::default()
+        };
+        for (k, id) in ["x", "y", "z", "x", "w"].iter().enumerate() {
+            observe(&mut b, End::Sent, k as Nanos, Kind::Call, "a", "b", id);
+        }
+        let trace = b.finish();
+        let ids: Vec<&str> = trace
+            .messages
+            .iter()
+            .map(|m| trace.call_id_text(m.call_id()))
+            .collect();
+        assert_eq!(ids, ["x", "y", "-", "x", "-"]);
+        assert_eq!(trace.stats.call_ids_past_limit, 2);
     }
 
     #[test]

@@ -954,7 +954,7 @@ fn mail_table(mbox: &Path) -> String {
         for seconds in [5i64, 30, 360] {
             let options = ConvolveOptions {
                 quantum: seconds * 1_000_000_000,
-                max_delay: 6 * 3600 * 1_000_000_000,
+                max_delay: 24 * 3600 * 1_000_000_000,
                 ..ConvolveOptions::default()
             };
             let found = convolve(trace, &options).expect("convolves");
@@ -1000,19 +1000,20 @@ fn mail_table(mbox: &Path) -> String {
             .file_stem()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         described = format!(
-            "The SpamAssassin corpus's {name} ({} emails, {} Received headers, {} usable hops; \
-             `bash scripts/spam-assassin-mbox.sh`), convolved with a maximum delay of 6 h and scored by \
-             `blackbox eval --convolve --mbox --quantum Q --max-delay 6h --min-paths 100 --min-paths 30 \
+            "The SpamAssassin corpus's {name} ({} emails, {} Received headers, {} usable hops, {} \
+             hand-offs inside one machine; `bash scripts/spam-assassin-mbox.sh`), convolved with a \
+             maximum delay of 24 h (relays hold mail for hours) and scored by \
+             `blackbox eval --convolve --mbox --quantum Q --max-delay 24h --min-paths 100 --min-paths 30 \
              target/spam-assassin/{name}.mbox` (add `--align off` for the relays' clocks as written). \
+             A Received header whose sender address is loopback (`from lair.xent.com (localhost \
+             [127.0.0.1]) by xent.com`) is a hand-off inside one machine (RFC 5321 §4.4: the bracketed \
+             address is the connection's): no hop, and the name the machine gave itself on the hop \
+             before and the one it gives itself there are one node ({} machines named two ways or more). \
              The true chains are each email's hops in the order of its headers, cut where a hop leaves \
              another host than the one the hop before reached ({} emails, {} runs, {} emails cut): a path \
-             the search could not follow by host names is not counted against it. Many cuts are where \
-             a relay hands mail on to itself over loopback under another name (`from lair.xent.com \
-             (localhost [127.0.0.1]) by xent.com`); the search, which sees one host there, follows such \
-             mail on past the cut, so a path it finds that way counts as a true path found only as the \
-             start of a longer one, and the longer one, if N emails took it, as a false positive; \
-             the table says how many of such a path's emails did go on, after the cut, to the host \
-             the longer path reports next. \
+             the search could not follow by host names is not counted against it; a true path found \
+             only as the start of a longer reported path says how many of its emails went on, after \
+             the cut, to the host the longer path reports next. \
              A true path is found \
              exactly, only as the start of a longer reported path, inside one, or nowhere; a reported path \
              of ≥ N messages no email followed is a false positive. The true median delays are read on the \
@@ -1027,6 +1028,8 @@ fn mail_table(mbox: &Path) -> String {
             stats.emails,
             stats.received_headers,
             stats.hops,
+            stats.loopback_handoffs,
+            stats.one_machine.len(),
             chains.instances,
             chains.chains.len(),
             chains.cut,

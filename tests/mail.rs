@@ -63,20 +63,64 @@ fn spam_assassin_received_headers_give_paths() {
         .assert()
         .success()
         .stdout(predicate::str::contains("dogma.slashnull.org"));
-    // Against the emails' own chains at 5 s and 30 s: every path of 100 emails or more
-    // found exactly, and none reported that no email followed (docs/accuracy.md has the
-    // table; before the self-hop, root and chance rules, five of them were found only
-    // as the start of a longer path or not at all; before the relays' clocks and the
-    // coarser scales of the roots' test, two false positives were left at each).
-    for quantum in ["5s", "30s"] {
-        blackbox()
+    // Against the emails' own chains, with hand-offs over loopback read as no hop and
+    // relays that hold mail for hours (a day's maximum delay), at 5 s, 30 s and 360 s:
+    // among paths of 100 emails or more, none missed and none reported that no email
+    // followed; among those of 30 or more, at most 10% of either (docs/accuracy.md has
+    // the table; with the loopback hand-offs as hops, 2,033 of them, they made paths of
+    // their own, and at 5 s four paths of 50 to 60 emails ended where a relay's queue
+    // spread their delays over more quanta than a spike holds).
+    for quantum in ["5s", "30s", "360s"] {
+        let out = blackbox()
             .args(["eval", "-q", "--convolve", "--mbox", "--quantum", quantum])
-            .args(["--max-delay", "6h", "--min-paths", "100"])
+            .args([
+                "--max-delay",
+                "24h",
+                "--min-paths",
+                "100",
+                "--min-paths",
+                "30",
+            ])
             .arg(&mbox)
             .assert()
             .success()
-            .stdout(predicate::str::contains("(0 false negatives)"))
-            .stdout(predicate::str::contains("(0 false positives)"));
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(out).unwrap();
+        let scores: Vec<(u64, u64, u64, u64)> = text
+            .lines()
+            .filter(|l| l.starts_with("paths followed at least"))
+            .map(|line| {
+                let before = |words: &str| -> u64 {
+                    let at = line
+                        .find(words)
+                        .unwrap_or_else(|| panic!("no '{words}' in {line}"));
+                    let digits = line[..at].trim_end();
+                    let start = digits
+                        .rfind(|c: char| !c.is_ascii_digit())
+                        .map_or(0, |i| i + 1);
+                    digits[start..].parse().unwrap()
+                };
+                (
+                    before(" true:"),
+                    before(" false negatives)"),
+                    before(" reported"),
+                    before(" false positives)"),
+                )
+            })
+            .collect();
+        assert_eq!(scores.len(), 2, "{text}");
+        let (truth, missed, reported, false_positives) = scores[0];
+        assert!(
+            truth > 0 && missed == 0 && false_positives == 0 && reported > 0,
+            "{quantum}: {text}"
+        );
+        let (truth, missed, reported, false_positives) = scores[1];
+        assert!(
+            missed * 10 <= truth && false_positives * 10 <= reported,
+            "{quantum}: {text}"
+        );
     }
 }
 

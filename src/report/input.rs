@@ -51,19 +51,48 @@ pub fn write_repair(repaired: &Repaired, out: &mut dyn Write) -> io::Result<()> 
     )
 }
 
-/// The line that says what an mbox gave and what it set aside.
+/// The lines that say what an mbox gave and what it set aside.
 pub fn write_mbox(path: &Path, stats: &MboxStats, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
+    use crate::words::counted;
+    write!(
         out,
-        "{}: {} emails, {} Received headers -> {} hops; skipped {} with unreadable dates, {} naming a generic host, {} missing a host",
+        "{}: {}, {} -> {}; skipped {} with unreadable dates, {} naming a generic host, {} missing a host",
         path.display(),
-        stats.emails,
-        stats.received_headers,
-        stats.hops,
+        counted(stats.emails, "email"),
+        counted(stats.received_headers, "Received header"),
+        counted(stats.hops, "hop"),
         stats.unparseable_date,
         stats.generic_host,
         stats.missing_host
     )?;
+    match stats.loopback_handoffs {
+        0 => writeln!(out)?,
+        n => writeln!(
+            out,
+            "; {} inside one machine (a loopback sender), no hop",
+            counted(n, "hand-off")
+        )?,
+    }
+    if !stats.one_machine.is_empty() {
+        const SHOWN: usize = 5;
+        let groups: Vec<String> = stats
+            .one_machine
+            .iter()
+            .take(SHOWN)
+            .map(|names| names.join(" = "))
+            .collect();
+        let more = stats.one_machine.len().saturating_sub(SHOWN);
+        writeln!(
+            out,
+            "one node per machine, named as its hops name it most: {}{}",
+            groups.join("; "),
+            if more > 0 {
+                format!("; and {more} more")
+            } else {
+                String::new()
+            }
+        )?;
+    }
     if stats.without_message_id + stats.repeated_message_id > 0 {
         writeln!(
             out,

@@ -4,6 +4,14 @@
 //! header unfolding and the reading of Received headers; what a hop means is the
 //! trace's. Every header that cannot be used is counted with its reason.
 //!
+//! A header whose sender address is loopback (`from lair.xent.com (localhost
+//! [127.0.0.1]) by xent.com`) is a hand-off inside one machine (RFC 5321 §4.4: the
+//! bracketed address is the TCP connection's): no hop. The name the machine gave itself
+//! on the hop before (`by lair.xent.com`) and the one it gives itself here (`by
+//! xent.com`) are one node, named by the one the hops use most, so that the email's
+//! chain goes on past it. The name after `from` joins nothing: over loopback it is
+//! whatever the sending process said (a mail client says its user's domain).
+//!
 //! Each hop's truth tag is its email's Message-ID, so that a trace made from mail can be
 //! scored against the emails' own chains of relays ([`MailChain`], in the order the
 //! headers tell, which the hops' times need not: relays' clocks disagree).
@@ -15,7 +23,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 /// What was read and what was set aside.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MboxStats {
     /// Messages (emails) in the mbox.
     pub emails: u64,
@@ -30,6 +38,11 @@ pub struct MboxStats {
     pub generic_host: u64,
     /// Headers without both a `from` and a `by` host.
     pub missing_host: u64,
+    /// Headers of a hand-off inside one machine (a loopback sender address): no hop.
+    pub loopback_handoffs: u64,
+    /// The names such hand-offs showed to be one machine's, each group sorted with the
+    /// name the node takes first; groups in the order of that name.
+    pub one_machine: Vec<Vec<String>>,
     /// Emails without a Message-ID, tagged `mailN` by their number instead.
     pub without_message_id: u64,
     /// Emails whose Message-ID an earlier email had (a copy delivered again), tagged
@@ -53,9 +66,19 @@ pub struct MailChain {
 /// One email's state while its headers are read.
 #[derive(Default)]
 struct Email {
-    /// Usable hops in header order (newest first).
-    hops: Vec<(String, String, Nanos)>,
+    /// Its Received headers in header order (newest first).
+    headers: Vec<Header>,
     message_id: Option<String>,
+}
+
+/// What one Received header gives.
+enum Header {
+    /// A hop between two machines: (from, by, the receiver's time).
+    Hop(String, String, Nanos),
+    /// A hand-off inside one machine, by the name it gives itself.
+    Loopback(String),
+    /// A header that could not be read (counted where it was read).
+    Unread,
 }
 
 /// Reads an mbox: each email's usable hops as a chain (oldest first) tagged with its
@@ -115,7 +138,79 @@ pub fn read_emails(
         previous_blank = text.is_empty();
     }
     stats.lines = line_no - 1;
+    join_machines(&mut chains, &mut stats);
+    stats.hops = chains.iter().map(|c| c.hops.len() as u64).sum();
     Ok((chains, stats))
+}
+
+/// Names every machine's node by one of its names: those joined by a loopback hand-off
+/// (generic ones aside) are one machine, named by the name its hops use most (the
+/// alphabetically first among equals). A hop that joins a machine to itself that way
+/// is not one: only loopback hand-offs do, and they were never hops.
+fn join_machines(chains: &mut [MailChain], stats: &mut MboxStats) {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut parent: Vec<usize> = Vec::new();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut id = |name: &str, parent: &mut Vec<usize>| -> usize {
+        *index.entry(name.to_owned()).or_insert_with(|| {
+            parent.push(parent.len());
+            parent.len() - 1
+        })
+    };
+    let pairs = std::mem::take(&mut stats.one_machine);
+    for pair in &pairs {
+        let (a, b) = (id(&pair[0], &mut parent), id(&pair[1], &mut parent));
+        let (a, b) = (root(&mut parent, a), root(&mut parent, b));
+        parent[a.max(b)] = a.min(b);
+    }
+    if parent.is_empty() {
+        return;
+    }
+    let mut uses: HashMap<&str, u64> = HashMap::new();
+    for chain in chains.iter() {
+        for (from, by, _) in &chain.hops {
+            for name in [from, by] {
+                if index.contains_key(name.as_str()) {
+                    *uses.entry(name).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut groups: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+    for (name, &i) in &index {
+        groups
+            .entry(root(&mut parent, i))
+            .or_default()
+            .push(name.clone());
+    }
+    let mut renamed: HashMap<String, String> = HashMap::new();
+    let mut named_groups = Vec::new();
+    for (_, mut names) in groups {
+        let used = |n: &String| uses.get(n.as_str()).copied().unwrap_or(0);
+        names.sort_by(|a, b| used(b).cmp(&used(a)).then_with(|| a.cmp(b)));
+        for name in &names[1..] {
+            renamed.insert(name.clone(), names[0].clone());
+        }
+        named_groups.push(names);
+    }
+    drop(uses);
+    named_groups.sort();
+    stats.one_machine = named_groups;
+    for chain in chains.iter_mut() {
+        for (from, by, _) in &mut chain.hops {
+            for name in [from, by] {
+                if let Some(to) = renamed.get(name.as_str()) {
+                    name.clone_from(to);
+                }
+            }
+        }
+    }
 }
 
 /// Writes every chain's hops into `builder`, each a received-end observation at its
@@ -166,9 +261,33 @@ fn chain_of(
             format!("mail{number}")
         }
     };
-    let mut hops = email.hops;
-    hops.reverse();
-    stats.hops += hops.len() as u64;
+    let mut hops = Vec::with_capacity(email.headers.len());
+    // The name the machine holding the email last gave itself.
+    let mut holder: Option<String> = None;
+    for header in email.headers.into_iter().rev() {
+        match header {
+            Header::Hop(from, by, time) => {
+                holder = Some(by.clone());
+                hops.push((from, by, time));
+            }
+            Header::Loopback(by) => {
+                if let Some(before) = holder.filter(|before| *before != by && !is_generic(before)) {
+                    if !is_generic(&by) {
+                        let pair = if before < by {
+                            [before, by.clone()]
+                        } else {
+                            [by.clone(), before]
+                        };
+                        if !stats.one_machine.iter().any(|p| p[..] == pair[..]) {
+                            stats.one_machine.push(pair.to_vec());
+                        }
+                    }
+                }
+                holder = Some(by);
+            }
+            Header::Unread => holder = None,
+        }
+    }
     MailChain { truth, hops }
 }
 
@@ -190,28 +309,30 @@ fn read_header(header: &str, email: &mut Email, stats: &mut MboxStats) {
         }
         return;
     }
-    if let Some(hop) = hop(name, value, stats) {
-        email.hops.push(hop);
+    if name.trim().eq_ignore_ascii_case("received") {
+        email.headers.push(received(value, stats));
     }
 }
 
-/// The hop of one header, if it is a usable Received header: (from, by, time).
-fn hop(name: &str, value: &str, stats: &mut MboxStats) -> Option<(String, String, Nanos)> {
-    if !name.trim().eq_ignore_ascii_case("received") {
-        return None;
-    }
+/// What one Received header gives; what is not a hop is counted with its reason.
+fn received(value: &str, stats: &mut MboxStats) -> Header {
     stats.received_headers += 1;
     let (route, date) = match value.rsplit_once(';') {
         Some((route, date)) => (route, date.trim()),
         None => (value, ""),
     };
-    let (Some(from), Some(by)) = (host_after(route, "from"), host_after(route, "by")) else {
+    let by = host_after(route, "by");
+    if let Some(by) = by.clone().filter(|_| sent_over_loopback(route)) {
+        stats.loopback_handoffs += 1;
+        return Header::Loopback(by);
+    }
+    let (Some(from), Some(by)) = (host_after(route, "from"), by) else {
         stats.missing_host += 1;
-        return None;
+        return Header::Unread;
     };
     if is_generic(&from) || is_generic(&by) {
         stats.generic_host += 1;
-        return None;
+        return Header::Unread;
     }
     // The parser is lenient (it reads "someday soon" as a date): ask for a clock time and
     // a four-digit year first.
@@ -225,9 +346,35 @@ fn hop(name: &str, value: &str, stats: &mut MboxStats) -> Option<(String, String
         .and_then(|seconds| seconds.checked_mul(1_000_000_000));
     let Some(time) = time else {
         stats.unparseable_date += 1;
-        return None;
+        return Header::Unread;
     };
-    Some((from, by, time))
+    Header::Hop(from, by, time)
+}
+
+/// Whether the `from` clause's TCP information (RFC 5321 §4.4: the connection's address,
+/// in brackets, with an ident `user@` before it at times) is a loopback address: the
+/// mail came from a process of the receiving machine.
+fn sent_over_loopback(route: &str) -> bool {
+    let words: Vec<&str> = route.split_whitespace().collect();
+    let Some(from) = words.iter().position(|w| w.eq_ignore_ascii_case("from")) else {
+        return false;
+    };
+    let end = words[from..]
+        .iter()
+        .position(|w| w.eq_ignore_ascii_case("by"))
+        .map_or(words.len(), |by| from + by);
+    words[from + 1..end].iter().any(|word| {
+        let word = word.trim_matches(|c| matches!(c, '(' | ')' | ';' | ','));
+        let address = word.rsplit_once('@').map_or(word, |(_, at)| at);
+        let address = address.trim_matches(|c| c == '[' || c == ']');
+        let address = address
+            .strip_prefix("IPv6:")
+            .or_else(|| address.strip_prefix("ipv6:"))
+            .unwrap_or(address);
+        address
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+    })
 }
 
 /// A Message-ID as a trace's truth token: `%`, `=` and `#` percent-encoded, since the
@@ -314,6 +461,8 @@ body\n";
                 unparseable_date: 1,
                 generic_host: 1,
                 missing_host: 1,
+                loopback_handoffs: 0,
+                one_machine: Vec::new(),
                 without_message_id: 2,
                 repeated_message_id: 0,
                 lines: 16,
@@ -415,5 +564,99 @@ body\n";
             trace.truth_text(trace.messages[0].truth()),
             Some(token.as_str())
         );
+    }
+
+    fn chains_of(mbox: &str) -> (Vec<Vec<(String, String)>>, MboxStats) {
+        let (chains, stats) = read_emails(Path::new("t.mbox"), mbox.as_bytes()).unwrap();
+        let hops = chains
+            .iter()
+            .map(|c| {
+                c.hops
+                    .iter()
+                    .map(|(f, b, _)| (f.clone(), b.clone()))
+                    .collect()
+            })
+            .collect();
+        (hops, stats)
+    }
+
+    fn pairs(hops: &[(&str, &str)]) -> Vec<(String, String)> {
+        hops.iter()
+            .map(|&(f, b)| (f.to_owned(), b.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_hand_off_over_loopback_is_no_hop_and_joins_the_machines_names() {
+        // A list manager (lair.xent.com) hands mail to the MTA of the same machine
+        // (xent.com) over loopback; then xent.com relays it to dogma.
+        let mbox = "From a@x Tue Mar 11 10:00:00 2003\n\
+Received: from xent.com ([64.161.22.236]) by dogma.org; Tue, 11 Mar 2003 10:03:00 -0800\n\
+Received: from lair.xent.com (localhost [127.0.0.1]) by xent.com (Postfix);\n\
+\tTue, 11 Mar 2003 10:02:00 -0800\n\
+Received: from mail.sender.net (mail.sender.net [10.1.1.1]) by lair.xent.com;\n\
+\tTue, 11 Mar 2003 10:01:00 -0800\n\
+\n\
+From b@x Tue Mar 11 11:00:00 2003\n\
+Received: from xent.com ([64.161.22.236]) by dogma.org; Tue, 11 Mar 2003 11:03:00 -0800\n\
+Received: from other.net (other.net [10.1.1.2]) by xent.com; Tue, 11 Mar 2003 11:01:00 -0800\n\
+\n";
+        let (chains, stats) = chains_of(mbox);
+        // xent.com is named by three hops, lair.xent.com by one: the node is xent.com.
+        assert_eq!(
+            chains,
+            [
+                pairs(&[("mail.sender.net", "xent.com"), ("xent.com", "dogma.org")]),
+                pairs(&[("other.net", "xent.com"), ("xent.com", "dogma.org")]),
+            ]
+        );
+        assert_eq!((stats.hops, stats.loopback_handoffs), (4, 1));
+        assert_eq!(stats.one_machine, [["xent.com", "lair.xent.com"]]);
+    }
+
+    #[test]
+    fn the_name_a_local_sender_gives_over_loopback_joins_nothing() {
+        // A mail client on a DSL host says its user's domain; the machine is the DSL
+        // host, and eecs.berkeley.edu elsewhere is another machine.
+        let mbox = "From a@x Tue Mar 11 10:00:00 2003\n\
+Received: from adsl-1.pacbell.net (adsl-1.pacbell.net [63.1.1.1]) by egwn.net;\n\
+\tTue, 11 Mar 2003 10:01:00 -0800\n\
+Received: from eecs.berkeley.edu (localhost [127.0.0.1]) by adsl-1.pacbell.net;\n\
+\tTue, 11 Mar 2003 10:00:00 -0800\n\
+\n\
+From b@x Tue Mar 11 11:00:00 2003\n\
+Received: from eecs.berkeley.edu (eecs.berkeley.edu [128.32.1.1]) by egwn.net;\n\
+\tTue, 11 Mar 2003 11:01:00 -0800\n\
+\n";
+        let (chains, stats) = chains_of(mbox);
+        assert_eq!(
+            chains,
+            [
+                pairs(&[("adsl-1.pacbell.net", "egwn.net")]),
+                pairs(&[("eecs.berkeley.edu", "egwn.net")]),
+            ]
+        );
+        assert_eq!(stats.loopback_handoffs, 1);
+        assert!(stats.one_machine.is_empty());
+    }
+
+    #[test]
+    fn a_loopback_sender_is_read_in_each_form_the_tcp_information_takes() {
+        for route in [
+            "from lugh (root@localhost [127.0.0.1]) by lugh.tuatha.org",
+            "from jalapeno [127.0.0.1] by localhost",
+            "from localhost (sendmail-bs@127.0.0.1) by mail.example.com",
+            "from box (box [IPv6:::1]) by box.example.com",
+            "from box (localhost [127.4.5.6]) by box.example.com",
+        ] {
+            assert!(sent_over_loopback(route), "{route}");
+        }
+        for route in [
+            "from relay.example.org (relay.example.org [10.0.0.2]) by mx.example.com",
+            "from relay.example.org by mx.example.com ([127.0.0.1])",
+            "by mx.example.com",
+        ] {
+            assert!(!sent_over_loopback(route), "{route}");
+        }
     }
 }

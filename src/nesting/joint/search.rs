@@ -18,6 +18,13 @@ use std::collections::VecDeque;
 
 /// Most moves, swaps and exchanges tried per child and round.
 pub(super) const STEPS_PER_CHILD: usize = 8;
+
+/// Children of a parent beyond which no swap is weighed with them ([`Assignment::crowded`]):
+/// a swap's cost grows with the square of the family, and where timestamps say one call
+/// was open through a whole capture (a damaged one: a bit flipped in its seconds), every
+/// call of the trace can be its child, and weighing swaps among ten thousand of them took
+/// hours (a mutated capture that reads in 0.04 s). Moves still reach them.
+const SWAP_FAMILY: usize = 4 * super::model::MAX_CHILDREN;
 /// A change must gain at least this much log-likelihood: ties move nothing.
 pub(super) const MIN_GAIN: f64 = 1e-9;
 /// Slots in each memo of pairs' gains (a power of two): siblings, who share their
@@ -485,10 +492,16 @@ impl<'a> Assignment<'a> {
             return None;
         }
         let from = self.parent_of(current);
+        if self.crowded(from) {
+            return None;
+        }
         let kind = self.calls.kind[k as usize];
         let mut best = (floor, None);
         for link in self.others(k, since) {
             let to = self.parent_of(link);
+            if self.crowded(to) {
+                continue;
+            }
             for other in self.children.of(to) {
                 if self.calls.kind[other as usize] != kind {
                     continue;
@@ -512,6 +525,12 @@ impl<'a> Assignment<'a> {
         }
         best.1
             .map(|(link, other, back)| (best.0, link, other, back))
+    }
+
+    /// Whether parent `p` has more than [`SWAP_FAMILY`] children: too many to weigh a
+    /// swap with each of them, since each weighing scores both whole families again.
+    fn crowded(&self, p: u32) -> bool {
+        self.children.of(p).nth(SWAP_FAMILY).is_some()
     }
 
     /// For child `k`'s parent p, the candidate q of `k` whose whole set of children p

@@ -7,6 +7,7 @@
 //!
 //! The captures are made here, byte by byte, so each test says what it holds.
 
+use predicates::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -316,5 +317,28 @@ fn input_is_exit_2_output_and_the_machine_exit_1_each_named() {
             help.contains("2 when an input or the command line is at fault"),
             "{command}"
         );
+    }
+}
+
+#[test]
+fn a_pcap_link_field_with_frame_check_sequence_bits_is_the_link_type_in_its_low_bits() {
+    // Two of tcpdump's test captures (tests/data/public/README.md): Ethernet frames whose
+    // header's link-type field also carries the FCS bits. Each packet is now read as
+    // Ethernet and set aside for what it holds, not for its link type.
+    for (file, reason) in [
+        ("tcpdump--bootp_asan.pcap", "IP fragment"),
+        (
+            "tcpdump--tcp_header_heapoverflow.pcap",
+            "TCP/UDP header cut short",
+        ),
+    ] {
+        let path = Path::new("tests/data/public").join(file);
+        blackbox()
+            .arg("records")
+            .arg(&path)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(reason))
+            .stderr(predicates::str::contains("link type").not());
     }
 }

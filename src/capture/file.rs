@@ -212,7 +212,7 @@ pub fn read_frames<R: Read + Send>(
     let mut interfaces: Vec<Interface> = Vec::new();
     // The section's byte order, for saying what is wrong with a damaged block.
     let mut big_endian = false;
-    let mut legacy: Option<(Linktype, u64)> = None;
+    let mut legacy: Option<(Linktype, u64, usize)> = None;
     let mut number = 0u64;
     let mut empty_refills = 0;
     loop {
@@ -226,18 +226,20 @@ pub fn read_frames<R: Read + Send>(
                         } else {
                             1_000_000
                         };
-                        legacy = Some((header.network, units));
+                        let (linktype, fcs) = pcap_link_field(header.network);
+                        legacy = Some((linktype, units, fcs));
                     }
                     PcapBlockOwned::Legacy(packet) => {
                         number += 1;
-                        let (linktype, units) = legacy.unwrap_or((Linktype::ETHERNET, 1_000_000));
+                        let (linktype, units, fcs) =
+                            legacy.unwrap_or((Linktype::ETHERNET, 1_000_000, 0));
                         let time = i64::from(packet.ts_sec) * 1_000_000_000
                             + to_nanos(u64::from(packet.ts_usec), units);
                         frame(
                             &Frame {
                                 linktype,
                                 time,
-                                data: packet.data,
+                                data: without_fcs(packet.data, packet.origlen, fcs),
                                 wire_len: packet.origlen,
                                 number,
                                 offset,
@@ -442,11 +444,56 @@ fn ng_time(ticks: u64, interface: &Interface) -> Nanos {
     nanos.clamp(i128::from(Nanos::MIN + 1), i128::from(Nanos::MAX)) as Nanos
 }
 
+/// A pcap header's link-type field: the link type in its low 16 bits, and, where its
+/// F bit (26) says so, the length of the frame check sequence every frame ends with, in
+/// its top four bits as 16-bit words (the pcap file format, §"LinkType and
+/// additional information"). Taken whole, the field named a link type no one has
+/// (805306369 for Ethernet with a 4-byte FCS).
+fn pcap_link_field(field: Linktype) -> (Linktype, usize) {
+    let bits = field.0 as u32;
+    let fcs = if bits & (1 << 26) != 0 {
+        ((bits >> 28) & 0xF) as usize * 2
+    } else {
+        0
+    };
+    (Linktype((bits & 0xFFFF) as i32), fcs)
+}
+
+/// A frame without its frame check sequence, where it was captured whole.
+fn without_fcs(data: &[u8], wire_len: u32, fcs: usize) -> &[u8] {
+    if fcs > 0 && data.len() as u64 == u64::from(wire_len) && data.len() >= fcs {
+        &data[..data.len() - fcs]
+    } else {
+        data
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pcap_parser::pcapng::*;
     use pcap_parser::ToVec;
+
+    #[test]
+    fn a_pcap_link_field_gives_its_link_type_and_the_frame_check_sequence_apart() {
+        // Ethernet with a 4-byte FCS (F bit, two 16-bit words), as tcpdump's test
+        // captures have it; the top bits alone (no F bit), and the sign bit set.
+        assert_eq!(
+            pcap_link_field(Linktype(0x2400_0001)),
+            (Linktype::ETHERNET, 4)
+        );
+        assert_eq!(
+            pcap_link_field(Linktype(0x3000_0001)),
+            (Linktype::ETHERNET, 0)
+        );
+        assert_eq!(
+            pcap_link_field(Linktype(0x8000_0001_u32 as i32)),
+            (Linktype::ETHERNET, 0)
+        );
+        assert_eq!(without_fcs(&[1, 2, 3, 4, 5, 6], 6, 4), &[1, 2]);
+        // Cut by the snaplen: the end is not the FCS.
+        assert_eq!(without_fcs(&[1, 2, 3, 4, 5, 6], 60, 4), &[1, 2, 3, 4, 5, 6]);
+    }
 
     fn section() -> Vec<u8> {
         crate::capture::write::section_header().unwrap()

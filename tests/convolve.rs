@@ -348,7 +348,7 @@ fn eval_convolve_reads_an_mbox_in_its_headers_order_and_refuses_no_truth() {
             "2 emails, 5 Received headers -> 2 hops",
         ))
         .stdout(predicate::str::contains(
-            "true chains: 1 instances, 1 runs of linked hops",
+            "true chains: 1 instance, 1 run of linked hops",
         ))
         .stdout(predicate::str::contains(
             "1  nowhere  mail.sender.net->relay.example.org->mx.example.com",

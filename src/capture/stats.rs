@@ -182,20 +182,23 @@ impl fmt::Display for FileStats {
         let mut notes: Vec<String> = [
             (
                 self.snaplen_truncated,
-                "packets cut short by the snaplen (headers used)",
+                "packet",
+                "cut short by the snaplen (headers used)",
             ),
             (
                 self.retransmitted_segments,
-                "retransmitted or duplicate segments ignored",
+                "retransmitted or duplicate segment",
+                "ignored",
             ),
             (
                 self.out_of_order_segments,
-                "out-of-order segments reordered",
+                "out-of-order segment",
+                "reordered",
             ),
         ]
         .into_iter()
-        .filter(|&(n, _)| n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
+        .filter(|&(n, ..)| n > 0)
+        .map(|(n, noun, what)| format!("{} {what}", counted(n, noun)))
         .collect();
         if self.stream_gaps > 0 {
             notes.push(format!(

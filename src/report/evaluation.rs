@@ -220,10 +220,10 @@ pub fn write_message_paths(
 ) -> io::Result<()> {
     writeln!(
         out,
-        "true chains: {} instances, {} runs of linked hops ({} instances cut where a hop left another node than the one the hop before reached)",
-        chains.instances,
-        chains.chains.len(),
-        chains.cut
+        "true chains: {}, {} of linked hops ({} cut where a hop left another node than the one the hop before reached)",
+        crate::words::counted(chains.instances, "instance"),
+        crate::words::counted(chains.chains.len() as u64, "run"),
+        crate::words::counted(chains.cut, "instance")
     )?;
     for s in scores {
         let count = |found: Found| s.true_paths.iter().filter(|p| p.found == found).count();

@@ -34,19 +34,9 @@ fn spam_assassin_received_headers_give_paths() {
     // written (relays' clocks minutes apart); the correction from the chains leaves
     // few.
     let summary = String::from_utf8(out).unwrap();
-    let number_before = |words: &str| -> u64 {
-        let at = summary
-            .find(words)
-            .unwrap_or_else(|| panic!("no '{words}' in {summary}"));
-        let digits = summary[..at].trim_end();
-        let start = digits
-            .rfind(|c: char| !c.is_ascii_digit())
-            .map_or(0, |i| i + 1);
-        digits[start..].parse().unwrap()
-    };
-    let delays = number_before(" delays, ");
-    let before = number_before(" below zero as read");
-    let after = number_before(" after correcting");
+    let delays = number_before(&summary, " delays, ");
+    let before = number_before(&summary, " below zero as read");
+    let after = number_before(&summary, " after correcting");
     assert!(before * 10 > delays && after * 4 < before, "{summary}");
     blackbox()
         .args([
@@ -92,16 +82,7 @@ fn spam_assassin_received_headers_give_paths() {
             .lines()
             .filter(|l| l.starts_with("paths followed at least"))
             .map(|line| {
-                let before = |words: &str| -> u64 {
-                    let at = line
-                        .find(words)
-                        .unwrap_or_else(|| panic!("no '{words}' in {line}"));
-                    let digits = line[..at].trim_end();
-                    let start = digits
-                        .rfind(|c: char| !c.is_ascii_digit())
-                        .map_or(0, |i| i + 1);
-                    digits[start..].parse().unwrap()
-                };
+                let before = |words: &str| number_before(line, words);
                 (
                     before(" true:"),
                     before(" false negatives)"),
@@ -122,6 +103,18 @@ fn spam_assassin_received_headers_give_paths() {
             "{quantum}: {text}"
         );
     }
+}
+
+/// The number written just before `words` in `text`.
+fn number_before(text: &str, words: &str) -> u64 {
+    let at = text
+        .find(words)
+        .unwrap_or_else(|| panic!("no '{words}' in {text}"));
+    let digits = text[..at].trim_end();
+    let start = digits
+        .rfind(|c: char| !c.is_ascii_digit())
+        .map_or(0, |i| i + 1);
+    digits[start..].parse().unwrap()
 }
 
 fn main() -> ExitCode {

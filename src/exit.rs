@@ -64,6 +64,12 @@ pub struct Usage(pub String);
 /// not.
 pub fn is_bad_input(cause: &(dyn Error + 'static)) -> bool {
     cause.is::<Usage>()
+        || cause
+            .downcast_ref::<crate::capture::filter::FilterError>()
+            .is_some_and(|e| {
+                // A filter libpcap refuses is the user's; a libpcap missing, the machine's.
+                matches!(e, crate::capture::filter::FilterError::Refused { .. })
+            })
         || cause.is::<crate::trace::text::TraceError>()
         || cause.is::<crate::capture::CaptureError>()
         || cause

@@ -11,7 +11,7 @@ mod support;
 use blackbox::align::fit::Method;
 use clocks::{quantile, run, scenarios, write_captures, Scenario};
 use std::path::Path;
-use support::{blackbox, stdout_of};
+use support::{blackbox, outputs_of, stdout_of};
 
 /// Runs a command that must succeed; its stdout.
 /// Hull and regression errors (ns) over two seeds, and the hull bounds' hold.
@@ -256,16 +256,80 @@ fn align_rejects_text_traces_and_align_off() {
         .stderr(predicates::str::contains(
             "--align off leaves nothing to do",
         ));
-    blackbox()
-        .args([
-            "align",
-            "--repair",
+    // What is about the merged trace, which align does not build, is refused, and
+    // align's help does not offer it.
+    for (flag, value) in [
+        ("--repair", None),
+        ("--truth-ids", Some("tests/data/sample.mbox")),
+        ("--node-by", Some("pod")),
+    ] {
+        blackbox()
+            .args(["align", flag])
+            .args(value)
+            .args(["traces/shop/app.pcap", "traces/shop/web.pcap"])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(format!(
+                "{flag} is about the merged trace, which align does not build"
+            )));
+    }
+    let help = stdout_of(blackbox().args(["align", "--help"]));
+    for flag in ["--repair", "--min-latency", "--truth-ids", "--node-by <"] {
+        assert!(!help.contains(flag), "align --help offers {flag}:\n{help}");
+    }
+}
+
+#[test]
+fn eval_lists_the_convolutions_knobs_with_convolve_not_among_the_nestings() {
+    let help = stdout_of(blackbox().args(["eval", "--help"]));
+    let (nesting, convolution) = help
+        .split_once("Convolution (--convolve):")
+        .expect("a convolution heading");
+    for flag in [
+        "--spike-sigma",
+        "--gap-sigma",
+        "--variance",
+        "--max-depth",
+        "--max-correlations",
+    ] {
+        assert!(convolution.contains(flag), "{flag}:\n{help}");
+        assert!(!nesting.contains(flag), "{flag}:\n{help}");
+    }
+}
+
+#[test]
+fn ignore_connections_says_what_it_left_out_or_that_there_was_nothing() {
+    let shop = support::shop_captures();
+    let (_, summary) = outputs_of(
+        blackbox()
+            .args(["nest", "--ignore-connections"])
+            .args(&shop),
+    );
+    assert!(
+        summary.contains("connections ignored (--ignore-connections): the parent choice did not weigh the connections 3360 calls travelled on"),
+        "{summary}"
+    );
+    for args in [
+        &["nest", "--ignore-connections", "traces/multitier.trace"][..],
+        &[
+            "nest",
+            "--ignore-connections",
+            "--algorithm",
+            "paper",
             "traces/shop/app.pcap",
-            "traces/shop/web.pcap",
-        ])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("--repair mends the merged trace"));
+        ],
+    ] {
+        let (_, summary) = outputs_of(blackbox().args(args));
+        assert!(
+            summary.contains("--ignore-connections changed nothing: no call here names"),
+            "{args:?}: {summary}"
+        );
+    }
+    let (_, summary) = outputs_of(blackbox().args(["nest"]).args(&shop));
+    assert!(
+        !summary.contains("--ignore-connections changed"),
+        "{summary}"
+    );
 }
 
 #[test]

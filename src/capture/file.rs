@@ -131,6 +131,18 @@ pub struct Stopped {
     pub reason: String,
 }
 
+/// The time of the first packet in `head`, the first bytes of a capture, if they hold
+/// a whole one: what `--from` and `--to` count from, known before any capture is read.
+pub fn first_packet_time(head: &[u8]) -> Option<Nanos> {
+    let mut first = None;
+    let mut stats = FileStats::default();
+    // The head is cut somewhere: whatever reading says of the cut is of no interest.
+    let _ = read_frames(Path::new("-"), head, &mut stats, |frame, _| {
+        first.get_or_insert(frame.time);
+    });
+    first
+}
+
 /// Reads every frame of a capture and hands it to `frame`. Returns `Ok(None)` when the
 /// file was read to its end, `Ok(Some(stopped))` when a damaged or cut-off record ended
 /// the reading early (everything before it was used), and an error when the file is not

@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod decode;
 pub mod ends;
 pub mod file;
+pub mod filter;
 pub mod flows;
 mod naming;
 pub mod own;
@@ -145,6 +146,10 @@ pub struct CaptureOptions {
     /// Keep the messages on disk ([`spill`]) instead of in memory: the one pass over
     /// captures nested in segments ([`crate::input::streamed`]).
     pub spill_messages: bool,
+    /// Read only the packets this capture filter passes (`--filter`).
+    pub filter: Option<filter::PacketFilter>,
+    /// Read only the packets captured in this window (`--from`, `--to`).
+    pub window: crate::trace::time::TimeWindow,
 }
 
 /// The share of segments (of keys, 1/8) stamped where the clocks are not to be aligned:
@@ -445,7 +450,12 @@ pub fn read_capture_into<R: Read + Send>(
             },
             openings: options.stamp_openings,
         });
-        let reading = scope.spawn(move || read_segments(path, input, stamps, sender, recycled));
+        let selection = Selection {
+            filter: options.filter.as_ref(),
+            window: options.window,
+        };
+        let reading =
+            scope.spawn(move || read_segments(path, input, (stamps, selection), sender, recycled));
         let mut stats = FileStats::default();
         let mut flows = Flows::new(&options.protocols);
         let mut handed_on = 0usize;
@@ -539,6 +549,13 @@ type ReadSegments = (
     FileStats,
 );
 
+/// Which packets the first stage reads.
+#[derive(Clone, Copy)]
+struct Selection<'f> {
+    filter: Option<&'f filter::PacketFilter>,
+    window: crate::trace::time::TimeWindow,
+}
+
 /// Which TCP segments the first stage stamps.
 #[derive(Clone, Copy)]
 struct Stamping {
@@ -572,7 +589,7 @@ fn commented_pod(comment: &[u8]) -> Option<String> {
 fn read_segments<R: Read + Send>(
     path: &Path,
     input: R,
-    stamping: Option<Stamping>,
+    (stamping, selection): (Option<Stamping>, Selection<'_>),
     sender: std::sync::mpsc::SyncSender<SegmentBatch>,
     recycled: std::sync::mpsc::Receiver<SegmentBatch>,
 ) -> Result<ReadSegments, CaptureError> {
@@ -595,8 +612,31 @@ fn read_segments<R: Read + Send>(
     let mut ttl_run: Option<(IpAddr, bool, u64)> = None;
     let mut batch = SegmentBatch::default();
     let mut receiver_gone = false;
+    let mut programs = selection.filter.map(filter::PacketFilter::programs);
+    let mut window: Option<(crate::trace::Nanos, crate::trace::Nanos)> = None;
     let stopped = file::read_frames(path, input, &mut stats, |frame, stats| {
         stats.packets += 1;
+        if selection.window.is_set() {
+            let (from, to) = *window.get_or_insert_with(|| selection.window.bounds(frame.time));
+            if frame.time < from {
+                return stats.skip("captured before --from");
+            }
+            if frame.time >= to {
+                return stats.skip("captured at or after --to");
+            }
+        }
+        if let Some(programs) = &mut programs {
+            match programs.passes(frame) {
+                Ok(true) => {}
+                Ok(false) => return stats.skip("left out by --filter"),
+                Err(reason) => {
+                    let linktype = decode::link_type_name(frame.linktype.0);
+                    return stats.skip(&format!(
+                        "--filter means nothing on {linktype} frames ({reason})"
+                    ));
+                }
+            }
+        }
         let Some(segment) = decode::decode(frame, stats) else {
             return;
         };

@@ -9,9 +9,13 @@ use blackbox::exit::Usage;
 use blackbox::input::InputOptions;
 use blackbox::nesting::{joint::Reweighing, Algorithm, NestOptions, Penalties};
 use blackbox::report::SortKey;
-use blackbox::trace::{time, Nanos};
+use blackbox::trace::time::{self, Moment};
+use blackbox::trace::Nanos;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+
+/// The help heading of eval's convolution options.
+const CONVOLUTION: &str = "Convolution (--convolve)";
 
 /// What every command's help says of how it ends (`blackbox::exit`), before its examples.
 macro_rules! exit_status {
@@ -80,7 +84,16 @@ pub(super) enum Command {
   blackbox eval -q traces/multitier.trace --json scores.json
   blackbox eval --convolve --min-paths 100 traces/freeform.trace
   blackbox eval --convolve --mbox --quantum 1s --max-delay 1h --min-paths 1 tests/data/sample.mbox
-"))]
+"),
+        // convolve lists its finer knobs as advanced; here they are told apart from the
+        // nesting's, with the rest of --convolve's.
+        mut_arg("variance", |a| a.help_heading(CONVOLUTION)),
+        mut_arg("spike_sigma", |a| a.help_heading(CONVOLUTION)),
+        mut_arg("gap_sigma", |a| a.help_heading(CONVOLUTION)),
+        mut_arg("max_depth", |a| a.help_heading(CONVOLUTION)),
+        mut_arg("max_repeats", |a| a.help_heading(CONVOLUTION)),
+        mut_arg("max_correlations", |a| a.help_heading(CONVOLUTION))
+    )]
     Eval(EvalArgs),
     /// Infer message paths with the convolution algorithm (paper §5.2), for any messages.
     ///
@@ -149,7 +162,13 @@ pub(super) enum Command {
   blackbox align traces/shop/*.pcap* --json - > clocks.json
   blackbox align traces/shop/*.pcap* --write aligned/
   blackbox align --mbox tests/data/sample.mbox
-")
+"),
+        // What names nodes, the truth and repairs are of the merged trace, which align
+        // does not build: refused when given (commands::align), unlisted here.
+        mut_arg("node_by", |a| a.hide(true)),
+        mut_arg("truth_ids", |a| a.hide(true)),
+        mut_arg("repair", |a| a.hide(true)),
+        mut_arg("min_latency", |a| a.hide(true))
     )]
     Align(AlignArgs),
 }
@@ -383,11 +402,11 @@ pub(super) struct EvalArgs {
     /// start of a longer path, inside one, or nowhere; reported paths no chain
     /// followed; and at each hop of an exact one, the main delay spike against the true
     /// median.
-    #[arg(long, help_heading = "Convolution (--convolve)", conflicts_with_all = ["truth", "against_ids", "start_from_truth"])]
+    #[arg(long, help_heading = CONVOLUTION, conflicts_with_all = ["truth", "against_ids", "start_from_truth"])]
     pub(super) convolve: bool,
 
     /// FILE is an mbox: score against its emails' own chains of Received headers.
-    #[arg(long, requires = "convolve", help_heading = "Convolution (--convolve)")]
+    #[arg(long, requires = "convolve", help_heading = CONVOLUTION)]
     pub(super) mbox: bool,
 
     /// Score paths followed (true) or carried (reported) at least N times (repeatable;
@@ -396,11 +415,11 @@ pub(super) struct EvalArgs {
         long,
         value_name = "N",
         requires = "convolve",
-        help_heading = "Convolution (--convolve)"
+        help_heading = CONVOLUTION
     )]
     pub(super) min_paths: Vec<u64>,
 
-    #[command(flatten, next_help_heading = "Convolution (--convolve)")]
+    #[command(flatten, next_help_heading = CONVOLUTION)]
     pub(super) convolution: ConvolveSettings,
 }
 
@@ -560,6 +579,35 @@ pub(super) struct CaptureArgs {
     #[arg(long, value_name = "FILE", help_heading = "Captures (pcap/pcapng)")]
     pub(super) names: Option<PathBuf>,
 
+    /// Read only the packets this capture filter passes, in tcpdump's language
+    ///
+    /// Read only the packets this capture filter passes, in tcpdump's language
+    /// (pcap-filter(7)): `--filter 'tcp port 80 and not host 10.0.0.9'` reads what
+    /// `tcpdump -r FILE 'tcp port 80 and not host 10.0.0.9'` shows. Compiled and run by
+    /// libpcap, which must be installed (tcpdump's own library: libpcap0.8 on Debian).
+    /// The packets left out are counted in the summary.
+    #[arg(
+        long,
+        value_name = "EXPRESSION",
+        help_heading = "Captures (pcap/pcapng)"
+    )]
+    pub(super) filter: Option<String>,
+
+    /// Read only the packets captured from this time on
+    ///
+    /// Read only the packets captured from this time on: a duration after the first
+    /// packet of all the captures (`30s`, `5min`), a clock time on the day they start
+    /// (`14:05`, `14:05:30.25`, UTC), a date and time (`2026-11-29T14:05:30Z`) or
+    /// seconds since the epoch as `tcpdump -tt` prints them (`@1795961130.5`). Times are
+    /// each capture's own clock's.
+    #[arg(long, value_name = "TIME", value_parser = moment, help_heading = "Captures (pcap/pcapng)")]
+    pub(super) from: Option<Moment>,
+
+    /// Read only the packets captured before this time (as --from; `--from 14:00 --to
+    /// 14:05`, `--to 2min`)
+    #[arg(long, value_name = "TIME", value_parser = moment, help_heading = "Captures (pcap/pcapng)")]
+    pub(super) to: Option<Moment>,
+
     /// The host a capture was taken on (repeatable); default: the file name without
     /// its extension.
     #[arg(
@@ -717,6 +765,16 @@ impl CaptureArgs {
             .protocols
             .by_port
             .extend(self.protocols.iter().copied());
+        if let Some(expression) = &self.filter {
+            options.filter = Some(capture::filter::PacketFilter::new(expression)?);
+        }
+        options.window.from = self.from;
+        options.window.to = self.to;
+        if let (Some(Moment::After(from)), Some(Moment::After(to))) = (self.from, self.to) {
+            if to <= from {
+                return Err(Usage("--to comes before --from: nothing would be read".into()).into());
+            }
+        }
         if let Some(path) = &self.truth_ids {
             options.truth = capture::read_truth_ids(path)?;
         }
@@ -946,6 +1004,11 @@ pub(super) struct AlgorithmArgs {
     /// 0.0% → 26.7%). This flag shows the answer without them, for comparison.
     #[arg(long, help_heading = "Advanced")]
     pub(super) no_pinned_start: bool,
+}
+
+/// A time as `--from` and `--to` take it.
+fn moment(text: &str) -> Result<Moment, String> {
+    time::parse_moment(text)
 }
 
 pub(super) fn duration(text: &str) -> Result<Nanos, String> {

@@ -28,10 +28,19 @@ pub(super) fn align(args: AlignArgs) -> Result<()> {
             Usage("--align off leaves nothing to do: choose hull or regression".into()).into(),
         );
     };
-    if args.capture.repair {
-        return Err(Usage(
-            "--repair mends the merged trace: use it with nest, eval, convolve or records".into(),
-        )
+    let merged_only = [
+        ("--repair", args.capture.repair),
+        ("--truth-ids", args.capture.truth_ids.is_some()),
+        (
+            "--node-by",
+            !matches!(args.capture.node_by, super::args::NodeByArg::Host),
+        ),
+    ];
+    if let Some((flag, _)) = merged_only.iter().find(|(_, given)| *given) {
+        return Err(Usage(format!(
+            "{flag} is about the merged trace, which align does not build: use it with nest, \
+             eval, convolve or records"
+        ))
         .into());
     }
     let main = MainOutput::of(
@@ -352,41 +361,18 @@ pub(super) fn diff(args: DiffArgs) -> Result<()> {
 
 /// A time range `FROM-TO` of a trace that starts at `start`: clock times
 /// `HH:MM[:SS]` (UTC, on the day the trace starts; a range past midnight ends the next
-/// day) or durations from the start (`0s-5min`).
+/// day), durations from the start (`0s-5min`), or any other time `--from` takes
+/// without a `-` in it.
 fn time_range(text: &str, start: blackbox::trace::Nanos) -> Result<(i64, i64), String> {
-    const SECOND: i64 = 1_000_000_000;
-    const DAY: i64 = 86_400 * SECOND;
     let (from, to) = text
         .split_once('-')
         .ok_or("expected FROM-TO, as 14:00-14:05 or 0s-5min")?;
-    let clock = |text: &str| -> Result<i64, String> {
-        let parts: Vec<&str> = text.split(':').collect();
-        let number = |part: &str, most: i64| -> Result<i64, String> {
-            match part.parse::<i64>() {
-                Ok(n) if (0..most).contains(&n) => Ok(n),
-                _ => Err(format!("`{text}` is not a clock time HH:MM[:SS]")),
-            }
-        };
-        let (hours, minutes, seconds) = match parts.as_slice() {
-            [h, m] => (number(h, 24)?, number(m, 60)?, 0),
-            [h, m, s] => (number(h, 24)?, number(m, 60)?, number(s, 60)?),
-            _ => return Err(format!("`{text}` is not a clock time HH:MM[:SS]")),
-        };
-        Ok(start - start.rem_euclid(DAY) + ((hours * 60 + minutes) * 60 + seconds) * SECOND)
+    let window = blackbox::trace::time::TimeWindow {
+        from: Some(blackbox::trace::time::parse_moment(from)?),
+        to: Some(blackbox::trace::time::parse_moment(to)?),
+        start: Some(start),
     };
-    let offset = |text: &str| -> Result<i64, String> {
-        blackbox::trace::time::parse_duration(text)
-            .map(|d| start + d)
-            .map_err(|e| format!("`{text}`: {e}"))
-    };
-    let (from, mut to) = if from.contains(':') && to.contains(':') {
-        (clock(from)?, clock(to)?)
-    } else {
-        (offset(from)?, offset(to)?)
-    };
-    if to <= from && text.contains(':') {
-        to += DAY;
-    }
+    let (from, to) = window.bounds(start);
     if to <= from {
         return Err("the range ends before it starts".into());
     }

@@ -420,6 +420,11 @@ fn read_captures(
     options: &capture::CaptureOptions,
     progress: bool,
 ) -> Result<Vec<capture::HostCapture>, InputError> {
+    // `--from 30s` counts from the first packet of them all.
+    let mut options = options.clone();
+    options.window.start =
+        (options.window.start).or_else(|| captures.iter().filter_map(|c| c.first_packet).min());
+    let options = &options;
     let (mut here, mut there) = (Vec::new(), Vec::new());
     let sizes: Vec<Option<u64>> = captures.iter().map(Source::stored_size).collect();
     for (index, mut source) in captures.into_iter().enumerate() {

@@ -114,6 +114,8 @@ pub struct Source {
     pub kind: Kind,
     /// Whether it is gzip-compressed.
     pub gzip: bool,
+    /// A capture's first packet's time, where its first bytes hold a whole packet.
+    pub first_packet: Option<crate::trace::Nanos>,
     /// A stream that cannot be opened again (standard input), ready to read from its
     /// start: the bytes sniffed are put back.
     standard: Option<Box<dyn Read + Send>>,
@@ -175,10 +177,15 @@ impl Source {
             (raw_head, raw)
         };
         let kind = kind_of(path, &first, gzip)?;
+        let first_packet = match kind {
+            Kind::Capture => crate::capture::file::first_packet_time(&first),
+            _ => None,
+        };
         Ok(Source {
             path: path.to_path_buf(),
             kind,
             gzip,
+            first_packet,
             standard: Some(Box::new(Cursor::new(first).chain(stream))),
             elsewhere: None,
         })
@@ -190,6 +197,7 @@ impl Source {
             path: path.to_path_buf(),
             kind: Kind::Capture,
             gzip: false,
+            first_packet: None,
             standard: None,
             elsewhere: Some(elsewhere),
         }

@@ -188,6 +188,11 @@ pub struct NestStats {
     /// worker's own), as the joint choice learned (captures only).
     #[serde(skip_serializing_if = "is_zero")]
     pub sibling_affinity_nodes: u64,
+    /// With the connections ignored ([`NestOptions::connections`] off), the calls whose
+    /// connection the joint choice would have weighed: none where no call names one, or
+    /// the paper's choice, which never weighs them, was used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_ignored: Option<u64>,
     /// Calls out of a node that carried a propagated id (captures or text traces with
     /// `id=`; see [`NestOptions::ids`]).
     #[serde(skip_serializing_if = "is_zero")]
@@ -400,6 +405,13 @@ fn nest_starting(
         stats.links_fixed_by_ids += counts.ids.fixed;
         stats.id_nodes += u64::from(counts.ids.propagates);
         stats.histograms += counts.histograms;
+    }
+    if !options.connections {
+        let named = |p: &CallPair| in_core(p.caller_send) && trace.connection(p.call_id).is_some();
+        stats.connections_ignored = Some(match options.algorithm {
+            Algorithm::Joint => pairs.iter().filter(|p| named(p)).count() as u64,
+            Algorithm::Paper => 0,
+        });
     }
     stats.mean_parallelism = if children_with_candidates == 0 {
         0.0

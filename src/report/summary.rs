@@ -153,6 +153,18 @@ fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::
             plural(nest.sibling_affinity_nodes),
         )?;
     }
+    match nest.connections_ignored {
+        Some(0) => writeln!(
+            out,
+            "--ignore-connections changed nothing: no call here names the connection it travelled on, or the paper's parent choice, which never weighs them, was used"
+        )?,
+        Some(calls) => writeln!(
+            out,
+            "connections ignored (--ignore-connections): the parent choice did not weigh the connections {calls} call{} travelled on",
+            plural(calls),
+        )?,
+        None => {}
+    }
     if nest.calls_with_ids > 0 {
         let share = 100.0 * nest.calls_with_ids as f64 / nest.call_pairs.max(1) as f64;
         let used = if nest.id_nodes > 0 {

@@ -547,6 +547,9 @@ impl Merged {
         t.cycles_broken += s.cycles_broken;
         t.calls_with_ids += s.calls_with_ids;
         t.links_fixed_by_ids += s.links_fixed_by_ids;
+        if let Some(ignored) = s.connections_ignored {
+            *t.connections_ignored.get_or_insert(0) += ignored;
+        }
         // What a node is (its histograms, whether it passes on ids or follows
         // connections) is learned per segment: the most any segment found.
         t.histograms = t.histograms.max(s.histograms);

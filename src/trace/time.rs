@@ -101,6 +101,137 @@ pub fn parse_duration(text: &str) -> Result<Nanos, TimeError> {
     }
 }
 
+/// Nanoseconds in one day.
+const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SEC;
+
+/// A point in time as a user names one (`--from`, `--to`, diff's ranges), before the
+/// start of the input it is counted from is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Moment {
+    /// A duration after the start: `30s`, `5min`, `0.25`.
+    After(Nanos),
+    /// A clock time (UTC) on the day the input starts, as nanoseconds after midnight:
+    /// `14:05`, `14:05:30.25`.
+    OnTheDay(Nanos),
+    /// A date and time (UTC), `2026-11-29T14:05:30Z` (or with a space for the `T`), or
+    /// seconds since the epoch as `tcpdump -tt` prints them, `@1795336726.5`.
+    At(Nanos),
+}
+
+impl Moment {
+    /// The time it names in an input that starts at `start`.
+    pub fn resolve(self, start: Nanos) -> Nanos {
+        match self {
+            Moment::After(after) => start.saturating_add(after),
+            Moment::OnTheDay(time) => start - start.rem_euclid(NANOS_PER_DAY) + time,
+            Moment::At(time) => time,
+        }
+    }
+}
+
+/// Reads a [`Moment`]: a duration, a clock time `HH:MM[:SS[.frac]]`, a date and time
+/// `YYYY-MM-DDTHH:MM[:SS[.frac]][Z]`, or `@SECONDS` since the epoch.
+pub fn parse_moment(text: &str) -> Result<Moment, String> {
+    let text = text.trim();
+    let expected = || {
+        format!(
+            "`{text}` is no time: expected a duration (30s, 5min), a clock time (14:05:30), \
+             a date and time (2026-11-29T14:05:30Z) or seconds since the epoch (@1795336726.5)"
+        )
+    };
+    if let Some(seconds) = text.strip_prefix('@') {
+        return parse_seconds(seconds.as_bytes())
+            .map(Moment::At)
+            .map_err(|_| expected());
+    }
+    let clock = |text: &str| -> Option<Nanos> {
+        let mut parts = text.split(':');
+        let (hours, minutes) = (parts.next()?, parts.next()?);
+        let seconds = parts.next().unwrap_or("00");
+        let two_digits = |part: &str| part.len() == 2 && part.bytes().all(|b| b.is_ascii_digit());
+        let whole_seconds = seconds.split('.').next().unwrap_or_default();
+        if parts.next().is_some()
+            || !(1..=2).contains(&hours.len())
+            || !two_digits(minutes)
+            || !two_digits(whole_seconds)
+        {
+            return None;
+        }
+        let (hours, minutes) = (hours.parse::<i64>().ok()?, minutes.parse::<i64>().ok()?);
+        let seconds = parse_seconds(seconds.as_bytes()).ok()?;
+        ((0..24).contains(&hours) && (0..60).contains(&minutes))
+            .then_some(seconds)
+            .filter(|s| (0..60 * NANOS_PER_SEC).contains(s))
+            .map(|s| (hours * 60 + minutes) * 60 * NANOS_PER_SEC + s)
+    };
+    if let Some((date, time)) = text.split_once(['T', ' ']) {
+        let date_of = |date: &str| -> Option<i64> {
+            let mut parts = date.split('-').map(|p| p.parse::<i64>().ok());
+            let (year, month, day) = (parts.next()??, parts.next()??, parts.next()??);
+            ((1..=12).contains(&month) && (1..=31).contains(&day) && parts.next().is_none())
+                .then(|| days_from_civil(year, month, day))
+        };
+        let time = time.strip_suffix('Z').unwrap_or(time);
+        return match (date_of(date), clock(time)) {
+            (Some(days), Some(time)) => Ok(Moment::At(days * NANOS_PER_DAY + time)),
+            _ => Err(expected()),
+        };
+    }
+    if text.contains(':') {
+        return clock(text).map(Moment::OnTheDay).ok_or_else(expected);
+    }
+    parse_duration(text)
+        .ok()
+        .filter(|d| *d >= 0)
+        .map(Moment::After)
+        .ok_or_else(expected)
+}
+
+/// Days from 1970-01-01 to the proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The times of an input that are read (`--from`, `--to`): from `from` (inclusive) to
+/// `to` (exclusive), each counted from `start` where it is relative, or else from the
+/// first time the input holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TimeWindow {
+    /// Where it opens; `None`: at the start.
+    pub from: Option<Moment>,
+    /// Where it closes; `None`: never.
+    pub to: Option<Moment>,
+    /// What relative moments count from, where known before reading: the earliest
+    /// first packet of all the captures read together.
+    pub start: Option<Nanos>,
+}
+
+impl TimeWindow {
+    /// Whether it leaves anything out.
+    pub fn is_set(&self) -> bool {
+        self.from.is_some() || self.to.is_some()
+    }
+
+    /// Its bounds `[from, to)` in an input whose first time is `first` (used where
+    /// [`TimeWindow::start`] is not known).
+    pub fn bounds(&self, first: Nanos) -> (Nanos, Nanos) {
+        let start = self.start.unwrap_or(first);
+        let from = self.from.map_or(Nanos::MIN, |m| m.resolve(start));
+        let mut to = self.to.map_or(Nanos::MAX, |m| m.resolve(start));
+        // `--from 23:50 --to 00:10` goes past midnight.
+        if matches!(self.to, Some(Moment::OnTheDay(_))) && to <= from {
+            to += NANOS_PER_DAY;
+        }
+        (from, to)
+    }
+}
+
 /// Writes a timestamp as decimal seconds: 6 fractional digits when the time is a whole
 /// microsecond (the common capture resolution), 9 otherwise. Reading it back gives the
 /// same nanoseconds.
@@ -188,6 +319,68 @@ pub fn signed_human_duration(ns: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_moment_is_a_duration_a_clock_time_a_date_and_time_or_epoch_seconds() {
+        use super::{parse_moment, Moment, TimeWindow, NANOS_PER_SEC as S};
+        assert_eq!(parse_moment("90s"), Ok(Moment::After(90 * S)));
+        assert_eq!(parse_moment("5min"), Ok(Moment::After(300 * S)));
+        assert_eq!(
+            parse_moment("14:05"),
+            Ok(Moment::OnTheDay((14 * 60 + 5) * 60 * S))
+        );
+        assert_eq!(
+            parse_moment("9:05:30.25"),
+            Ok(Moment::OnTheDay(((9 * 60 + 5) * 60 + 30) * S + S / 4))
+        );
+        // `date -u -d 2026-11-29T14:05:30Z +%s` is 1795961130.
+        assert_eq!(
+            parse_moment("2026-11-29T14:05:30Z"),
+            Ok(Moment::At(1_795_961_130 * S))
+        );
+        assert_eq!(
+            parse_moment("2026-11-29 14:05:30"),
+            Ok(Moment::At(1_795_961_130 * S))
+        );
+        assert_eq!(
+            parse_moment("@1795961130.5"),
+            Ok(Moment::At(1_795_961_130 * S + S / 2))
+        );
+        for wrong in [
+            "25:00",
+            "14:5",
+            "14:05:61",
+            "2026-13-01T00:00",
+            "soon",
+            "-5s",
+            "1:2:3:4",
+        ] {
+            let error = parse_moment(wrong).unwrap_err();
+            assert!(error.contains(&format!("`{wrong}` is no time")), "{error}");
+        }
+        // Relative moments count from the start; clock times fall on its day, and a
+        // window that ends at a clock time before it opens ends the next day.
+        let start = 1_795_961_130 * S; // 14:05:30
+        let window = TimeWindow {
+            from: Some(parse_moment("23:50").unwrap()),
+            to: Some(parse_moment("00:10").unwrap()),
+            start: None,
+        };
+        let midnight = start - (14 * 3600 + 5 * 60 + 30) * S;
+        assert_eq!(
+            window.bounds(start),
+            (
+                midnight + (23 * 60 + 50) * 60 * S,
+                midnight + (24 * 60 + 10) * 60 * S
+            )
+        );
+        let window = TimeWindow {
+            from: Some(Moment::After(10 * S)),
+            to: None,
+            start: Some(start - S),
+        };
+        assert_eq!(window.bounds(start), (start + 9 * S, i64::MAX));
+    }
+
     use super::*;
 
     #[test]

@@ -22,6 +22,9 @@ pub enum Need {
     /// A python with the official opentelemetry-proto package, named by
     /// `BLACKBOX_OTLP_PYTHON`, to run the OTLP receiver of `tests/otlp/`.
     OtlpReceiver,
+    /// tcpdump, and with it libpcap, which `--filter` loads: the filter's results are
+    /// checked against tcpdump's.
+    Tcpdump,
     /// The SpamAssassin mbox named by `BLACKBOX_SPAM_ASSASSIN`; a download, so it is
     /// asked for by setting the variable and is never required, not even under CI.
     SpamAssassin,
@@ -36,6 +39,7 @@ impl Need {
             Need::DevTraces => "../shared/data/dev",
             Need::OtlpReceiver => "BLACKBOX_OTLP_PYTHON",
             Need::SpamAssassin => "BLACKBOX_SPAM_ASSASSIN",
+            Need::Tcpdump => "tcpdump",
         }
     }
 
@@ -47,6 +51,7 @@ impl Need {
             Need::DevTraces => "put the development traces beside the project",
             Need::OtlpReceiver => "run .ci/run, or see tests/otlp/README.md",
             Need::SpamAssassin => "run scripts/spam-assassin-mbox.sh and set the variable",
+            Need::Tcpdump => "install tcpdump (it brings libpcap)",
         }
     }
 
@@ -63,6 +68,7 @@ impl Need {
             Need::DevTraces => dev_traces().is_dir(),
             Need::OtlpReceiver => otlp_python().is_some(),
             Need::SpamAssassin => std::env::var_os("BLACKBOX_SPAM_ASSASSIN").is_some(),
+            Need::Tcpdump => on_path("tcpdump"),
         }
     }
 }

@@ -1023,3 +1023,82 @@ fn the_shops_time_goes_to_tcp_holding_apps_answers_and_without_nagle_to_app() {
     let (_, stderr) = outputs_of(blackbox().args(["nest"]).args(captures_in("shop-nodelay")));
     assert!(!stderr.contains("held back by TCP"), "{stderr}");
 }
+
+/// A microsecond pcap of Ethernet `frames`, 10 ms apart.
+fn ethernet_pcap(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
+    out.extend([2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    out.extend(65535u32.to_le_bytes());
+    out.extend(1u32.to_le_bytes());
+    for (k, frame) in frames.iter().enumerate() {
+        out.extend(1_000_000u32.to_le_bytes());
+        out.extend((10_000 * k as u32).to_le_bytes());
+        out.extend((frame.len() as u32).to_le_bytes());
+        out.extend((frame.len() as u32).to_le_bytes());
+        out.extend(frame);
+    }
+    out
+}
+
+#[test]
+fn addresses_are_named_by_the_dns_answers_a_capture_holds_unless_named_otherwise() {
+    use etherparse::PacketBuilder;
+    let frame = |from: ([u8; 4], u16), to: ([u8; 4], u16), tcp: Option<u32>, payload: &[u8]| {
+        let ip = PacketBuilder::ethernet2([1; 6], [2; 6]).ipv4(from.0, to.0, 64);
+        let mut bytes = Vec::new();
+        match tcp {
+            Some(seq) => ip
+                .tcp(from.1, to.1, seq, 65535)
+                .psh()
+                .write(&mut bytes, payload),
+            None => ip.udp(from.1, to.1).write(&mut bytes, payload),
+        }
+        .unwrap();
+        bytes
+    };
+    // The resolver's answer: shop.example is 10.0.0.7 and 10.0.0.8.
+    let mut answer = vec![0x12, 0x34, 0x81, 0x80, 0, 1, 0, 2, 0, 0, 0, 0];
+    answer.extend(b"\x04shop\x07example\x00\x00\x01\x00\x01");
+    for last in [7, 8] {
+        answer.extend([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, last]);
+    }
+    let client = [10, 0, 0, 1];
+    let mut frames = vec![frame(([10, 0, 0, 53], 53), (client, 5000), None, &answer)];
+    for (k, server) in [[10, 0, 0, 7], [10, 0, 0, 8]].into_iter().enumerate() {
+        let port = 40000 + k as u16;
+        let request = b"GET / HTTP/1.1\r\nHost: shop.example\r\n\r\n";
+        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        frames.push(frame((client, port), (server, 80), Some(1), request));
+        frames.push(frame((server, 80), (client, port), Some(1), reply));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("client.pcap");
+    std::fs::write(&capture, ethernet_pcap(&frames)).unwrap();
+    let (records, summary) = outputs_of(blackbox().arg("records").arg(&capture));
+    assert!(
+        summary.contains("2 addresses named by its DNS answers, where nothing else names them"),
+        "{summary}"
+    );
+    let receivers = |records: &str| -> Vec<String> {
+        (records.lines())
+            .filter(|line| line.contains("CALL_SENT"))
+            .map(|line| line.split(' ').nth(3).unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        receivers(&records),
+        ["shop.example", "shop.example"],
+        "{records}"
+    );
+    // A name given with --names comes first.
+    let names = dir.path().join("names");
+    std::fs::write(&names, "10.0.0.8 web-b\n").unwrap();
+    let records = stdout_of(
+        blackbox()
+            .arg("records")
+            .arg("--names")
+            .arg(&names)
+            .arg(&capture),
+    );
+    assert_eq!(receivers(&records), ["shop.example", "web-b"], "{records}");
+}

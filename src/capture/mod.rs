@@ -224,6 +224,10 @@ pub struct HostCapture {
     /// Addresses named by the pcapng packet comments a capture tool wrote (ptcpdump's
     /// pod), each for the pod that sent or received its packets.
     pub pods: BTreeMap<IpAddr, String>,
+    /// The names DNS responses in the capture gave addresses (the name asked for), with
+    /// how many responses gave each: names for nodes nothing else names.
+    #[serde(default)]
+    pub dns_names: BTreeMap<IpAddr, BTreeMap<String, u64>>,
     /// The TCP segments seen, by route, when [`CaptureOptions::clock_stamps`] asks.
     pub stamps: Vec<RouteStamps>,
     endpoints: Vec<SocketAddr>,
@@ -336,6 +340,7 @@ impl HostCapture {
             pairs: BTreeMap::new(),
             routed: BTreeSet::new(),
             pods: BTreeMap::new(),
+            dns_names: BTreeMap::new(),
             stamps,
             endpoints: Vec::new(),
             messages: Vec::new(),
@@ -491,7 +496,7 @@ pub fn read_capture_into<R: Read + Send>(
         let read = reading.join().expect("the reading thread does not panic");
         (read, (followed, stats, handed_on))
     });
-    let (stopped, pairs, routed, pods, stamps, mut stats) = read?;
+    let (stopped, pairs, routed, (pods, dns_names), stamps, mut stats) = read?;
     let (followed, flow_stats, handed_on) = followed;
     stats.add(&flow_stats);
     Ok(HostCapture {
@@ -505,6 +510,7 @@ pub fn read_capture_into<R: Read + Send>(
         pairs,
         routed,
         pods,
+        dns_names,
         stamps,
         endpoints: followed.endpoints,
         message_count: handed_on + followed.messages.len(),
@@ -539,15 +545,22 @@ struct SegmentRecord {
 const BATCH_BYTES: usize = 1 << 20;
 
 /// What the first stage gives: why reading stopped, packets per address pair, the
-/// routed source addresses, pods named by packet comments, stamps, counts.
+/// routed source addresses, pods named by packet comments and addresses by DNS
+/// answers, stamps, counts.
 type ReadSegments = (
     Option<file::Stopped>,
     BTreeMap<(IpAddr, IpAddr), u64>,
     BTreeSet<IpAddr>,
-    BTreeMap<IpAddr, String>,
+    (
+        BTreeMap<IpAddr, String>,
+        BTreeMap<IpAddr, BTreeMap<String, u64>>,
+    ),
     Vec<RouteStamps>,
     FileStats,
 );
+
+/// The port DNS servers answer from: their responses name addresses.
+const DNS_PORT: u16 = 53;
 
 /// Which packets the first stage reads.
 #[derive(Clone, Copy)]
@@ -607,6 +620,7 @@ fn read_segments<R: Read + Send>(
     let mut ttls: HashMap<IpAddr, [u64; 2]> = HashMap::new();
     // The pod each address belongs to, as packet comments say (the first to say).
     let mut pods: BTreeMap<IpAddr, String> = BTreeMap::new();
+    let mut dns_names: BTreeMap<IpAddr, BTreeMap<String, u64>> = BTreeMap::new();
     let mut far_ends: BTreeSet<IpAddr> = BTreeSet::new();
     let mut last_far: Option<IpAddr> = None;
     let mut ttl_run: Option<(IpAddr, bool, u64)> = None;
@@ -642,6 +656,14 @@ fn read_segments<R: Read + Send>(
         };
         let (a, b) = (segment.from.ip(), segment.to.ip());
         let pair = (a.min(b), a.max(b));
+        if segment.from.port() == DNS_PORT && matches!(segment.transport, decode::Transport::Udp) {
+            if let Some((name, addresses)) = protocol::dns::answered_addresses(segment.payload) {
+                for address in addresses {
+                    let names = dns_names.entry(address).or_default();
+                    *names.entry(name.clone()).or_insert(0) += 1;
+                }
+            }
+        }
         let fresh = fresh_ttl(segment.ttl);
         if let Some(outbound) = frame.outbound {
             // The far end of a packet the pcapng says left or arrived is not this
@@ -739,11 +761,12 @@ fn read_segments<R: Read + Send>(
         .chain(far_ends)
         .collect();
     routes.sort_by_key(|r| (r.from, r.to));
+    stats.dns_named = dns_names.len() as u64;
     Ok((
         stopped,
         pairs.into_iter().collect(),
         routed,
-        pods,
+        (pods, dns_names),
         routes,
         stats,
     ))

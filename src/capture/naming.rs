@@ -367,7 +367,7 @@ pub fn same_clock(_: usize, t: crate::trace::Nanos) -> crate::trace::Nanos {
 /// Node names for addresses: `--names` first; then the service a capture's one own
 /// address is a replica of, unless `--node-by pod`; then the pods packet comments name;
 /// then each file's host name for its one own address (a file with several own
-/// addresses names none of them).
+/// addresses names none of them); then the name DNS answers in the captures gave.
 pub(crate) fn node_names(
     captures: &[HostCapture],
     options: &CaptureOptions,
@@ -395,6 +395,28 @@ pub(crate) fn node_names(
     for capture in captures {
         if let Some(address) = one_own(capture) {
             names.entry(address).or_insert_with(|| capture.host.clone());
+        }
+    }
+    // Then what the DNS answers in the captures called an address: the name the most
+    // answers gave it (the first in order of a tie), as all captures counted it.
+    let mut answered: BTreeMap<IpAddr, BTreeMap<&str, u64>> = BTreeMap::new();
+    for capture in captures {
+        for (address, counts) in &capture.dns_names {
+            for (name, n) in counts {
+                *answered
+                    .entry(*address)
+                    .or_default()
+                    .entry(name)
+                    .or_insert(0) += n;
+            }
+        }
+    }
+    for (address, counts) in answered {
+        let most = counts
+            .iter()
+            .max_by_key(|&(name, n)| (*n, std::cmp::Reverse(*name)));
+        if let Some((name, _)) = most {
+            names.entry(address).or_insert_with(|| name.to_string());
         }
     }
     for (address, name) in &options.names {

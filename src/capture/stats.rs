@@ -42,10 +42,18 @@ pub struct FileStats {
     /// frames, a database's handshake), by what they are.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub housekeeping: BTreeMap<String, u64>,
+    /// Addresses the capture's DNS responses gave a name (the node's name where
+    /// nothing else names it).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub dns_named: u64,
     /// Messages part of which TCP held back until the peer's acknowledgement came
     /// ([`super::transport`]), by what they were (protocol, calls or replies) and why.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub transport_stalls: BTreeMap<String, Stalled>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Messages held back by their transport, and for how long.
@@ -117,6 +125,7 @@ impl FileStats {
         self.out_of_order_segments += other.out_of_order_segments;
         self.stream_gaps += other.stream_gaps;
         self.gap_bytes += other.gap_bytes;
+        self.dns_named += other.dns_named;
         for (protocol, n) in &other.messages {
             *self.messages.entry(protocol.clone()).or_default() += n;
         }
@@ -205,6 +214,12 @@ impl fmt::Display for FileStats {
                 "{} in TCP streams ({} never captured)",
                 counted(self.stream_gaps, "hole"),
                 counted(self.gap_bytes, "byte")
+            ));
+        }
+        if self.dns_named > 0 {
+            notes.push(format!(
+                "{} named by its DNS answers, where nothing else names them",
+                crate::words::counted_as(self.dns_named, "address", "addresses")
             ));
         }
         for (what, n) in &self.housekeeping {

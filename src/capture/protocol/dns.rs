@@ -57,6 +57,80 @@ pub fn question_type(bytes: &[u8]) -> Option<Cow<'static, str>> {
     })
 }
 
+/// The name a response's one question asks for (lower case, no final dot) and the
+/// IPv4 and IPv6 addresses its answer section gives for it (A and AAAA records, also
+/// those that follow a CNAME to another name): how an address is named after what
+/// the client asked for. `None` for a query, a failure, or a malformed message.
+pub fn answered_addresses(bytes: &[u8]) -> Option<(String, Vec<std::net::IpAddr>)> {
+    let (_, response) = message(bytes)?;
+    let count = |at: usize| u16::from_be_bytes([bytes[at], bytes[at + 1]]);
+    if !response || bytes[3] & 0x0f != 0 || count(4) != 1 || count(6) == 0 {
+        return None;
+    }
+    let mut name = String::new();
+    let mut at = 12;
+    loop {
+        let len = usize::from(*bytes.get(at)?);
+        if len == 0 {
+            break;
+        }
+        // A question's name comes first in the message: no earlier name to point to.
+        let label = bytes
+            .get(at + 1..at + 1 + len)
+            .filter(|_| len & 0xc0 == 0)?;
+        if !label
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(b))
+        {
+            return None;
+        }
+        if !name.is_empty() {
+            name.push('.');
+        }
+        name.push_str(&String::from_utf8_lossy(label).to_ascii_lowercase());
+        at += 1 + len;
+    }
+    if name.is_empty() {
+        return None;
+    }
+    at += 1 + 4; // the root, the question's type and class
+    let mut addresses = Vec::new();
+    for _ in 0..count(6) {
+        // The owner's name: labels ending at the root or at a pointer to an earlier
+        // name (compression), which ends it.
+        loop {
+            let len = usize::from(*bytes.get(at)?);
+            match len & 0xc0 {
+                0 if len == 0 => {
+                    at += 1;
+                    break;
+                }
+                0 => at += 1 + len,
+                0xc0 => {
+                    at += 2;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        let field = |from: usize| -> Option<u16> {
+            Some(u16::from_be_bytes([
+                *bytes.get(from)?,
+                *bytes.get(from + 1)?,
+            ]))
+        };
+        let (kind, class, length) = (field(at)?, field(at + 2)?, usize::from(field(at + 8)?));
+        let data = bytes.get(at + 10..at + 10 + length)?;
+        match (kind, class, data.len()) {
+            (1, 1, 4) => addresses.push(std::net::IpAddr::from(<[u8; 4]>::try_from(data).ok()?)),
+            (28, 1, 16) => addresses.push(std::net::IpAddr::from(<[u8; 16]>::try_from(data).ok()?)),
+            _ => {}
+        }
+        at += 10 + length;
+    }
+    (!addresses.is_empty()).then_some((name, addresses))
+}
+
 /// A response's status: its RCODE, 0 (NOERROR) a success.
 pub fn response_status(bytes: &[u8]) -> Status {
     match bytes.get(3) {
@@ -142,5 +216,46 @@ mod tests {
         assert_eq!(question_type(&message(1, None)[..14]), None);
         assert_eq!(response_status(&message(1, Some(0))), Status::Ok);
         assert_eq!(response_status(&message(1, Some(3))), Status::Failed(3));
+    }
+
+    #[test]
+    fn a_response_names_the_addresses_it_answers_after_the_name_asked_for() {
+        // shop.internal: CNAME to web.cdn.internal (compressed: a pointer to the
+        // question's `internal`), then A and AAAA for it, and an MX that names nothing.
+        let mut response = message(1, Some(0));
+        response[7] = 4;
+        let record = |bytes: &mut Vec<u8>, owner: &[u8], kind: u16, data: &[u8]| {
+            bytes.extend_from_slice(owner);
+            bytes.extend_from_slice(&kind.to_be_bytes());
+            bytes.extend_from_slice(&[0, 1, 0, 0, 0, 60]);
+            bytes.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            bytes.extend_from_slice(data);
+        };
+        let cname_target = [&[3u8][..], b"web", &[3], b"cdn", &[0xc0, 17]].concat();
+        record(&mut response, &[0xc0, 12], 5, &cname_target);
+        let target_at = 12 + 15 + 4 + 12;
+        let pointer = [0xc0, target_at as u8];
+        record(&mut response, &pointer, 1, &[10, 0, 0, 7]);
+        let v6: [u8; 16] = "fd00::7".parse::<std::net::Ipv6Addr>().unwrap().octets();
+        record(&mut response, &pointer, 28, &v6);
+        record(&mut response, &[0xc0, 12], 15, &[0, 10, 0xc0, 12]);
+        let (name, addresses) = answered_addresses(&response).unwrap();
+        assert_eq!(name, "shop.internal");
+        assert_eq!(
+            addresses,
+            [
+                "10.0.0.7".parse::<std::net::IpAddr>().unwrap(),
+                "fd00::7".parse().unwrap()
+            ]
+        );
+        // No name for a query, a failure, or an answer cut short.
+        assert_eq!(answered_addresses(&message(1, None)), None);
+        let mut failed = response.clone();
+        failed[3] |= 3;
+        assert_eq!(answered_addresses(&failed), None);
+        for cut in 0..response.len() - 1 {
+            let partial = answered_addresses(&response[..cut]);
+            assert!(partial.is_none() || partial.unwrap().1.len() == 1, "{cut}");
+        }
     }
 }

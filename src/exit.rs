@@ -74,7 +74,12 @@ pub fn is_bad_input(cause: &(dyn Error + 'static)) -> bool {
         || cause.is::<crate::capture::CaptureError>()
         || cause
             .downcast_ref::<crate::input::InputError>()
-            .is_some_and(|e| !matches!(e, crate::input::InputError::Lost(_)))
+            .is_some_and(|e| {
+                !matches!(
+                    e,
+                    crate::input::InputError::Lost(_) | crate::input::InputError::Output(_)
+                )
+            })
         || cause
             .downcast_ref::<crate::nesting::NestError>()
             .is_some_and(|e| !matches!(e, crate::nesting::NestError::Workers(_)))

@@ -1102,3 +1102,65 @@ fn addresses_are_named_by_the_dns_answers_a_capture_holds_unless_named_otherwise
     );
     assert_eq!(receivers(&records), ["shop.example", "web-b"], "{records}");
 }
+
+#[test]
+fn records_from_a_pipe_writes_lines_while_the_capture_is_still_coming() {
+    use std::io::{BufRead, Write};
+    let capture = std::fs::read("traces/shop/app.pcap").unwrap();
+    let whole = stdout_of(blackbox().args(["records", "traces/shop/app.pcap"]));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("blackbox"))
+        .args(["records", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, arrived) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if lines.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // Half the capture (several seconds of it), and the pipe held open: lines must come.
+    let half = capture.len() / 2;
+    stdin.write_all(&capture[..half]).unwrap();
+    stdin.flush().unwrap();
+    let first = arrived
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("a line before the capture ends");
+    // The rest, and the end: every line, as a whole read writes them (the host is
+    // named `stdin` here).
+    stdin.write_all(&capture[half..]).unwrap();
+    drop(stdin);
+    let mut streamed = vec![first];
+    streamed.extend(arrived.iter());
+    reader.join().unwrap();
+    let output = child.wait_with_output().unwrap();
+    let summary = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{summary}");
+    assert!(
+        summary.contains("wrote 4806 lines as the capture came"),
+        "{summary}"
+    );
+    let expected: Vec<String> = whole
+        .lines()
+        .map(|line| {
+            (line.split(' ').enumerate())
+                .map(|(k, field)| match (k, field) {
+                    (2 | 3, "app") => "stdin",
+                    _ => field,
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert_eq!(streamed.len(), expected.len());
+    assert!(
+        streamed == expected,
+        "the streamed lines differ from a whole read's"
+    );
+}

@@ -146,6 +146,10 @@ pub struct CaptureOptions {
     /// Keep the messages on disk ([`spill`]) instead of in memory: the one pass over
     /// captures nested in segments ([`crate::input::streamed`]).
     pub spill_messages: bool,
+    /// Follow every packet as soon as it is read, instead of in batches: for a capture
+    /// read as it is written ([`crate::input::live`]).
+    #[serde(skip)]
+    pub live: bool,
     /// Read only the packets this capture filter passes (`--filter`).
     pub filter: Option<filter::PacketFilter>,
     /// Read only the packets captured in this window (`--from`, `--to`).
@@ -459,8 +463,19 @@ pub fn read_capture_into<R: Read + Send>(
             filter: options.filter.as_ref(),
             window: options.window,
         };
-        let reading =
-            scope.spawn(move || read_segments(path, input, (stamps, selection), sender, recycled));
+        let batch_records = match options.live {
+            true => 1,
+            false => BATCH_RECORDS,
+        };
+        let reading = scope.spawn(move || {
+            read_segments(
+                path,
+                input,
+                (stamps, selection, batch_records),
+                sender,
+                recycled,
+            )
+        });
         let mut stats = FileStats::default();
         let mut flows = Flows::new(&options.protocols);
         let mut handed_on = 0usize;
@@ -543,6 +558,8 @@ struct SegmentRecord {
 
 /// Payload bytes per batch before it is sent on.
 const BATCH_BYTES: usize = 1 << 20;
+/// Segments per batch before it is sent on.
+const BATCH_RECORDS: usize = 16_384;
 
 /// What the first stage gives: why reading stopped, packets per address pair, the
 /// routed source addresses, pods named by packet comments and addresses by DNS
@@ -602,7 +619,7 @@ fn commented_pod(comment: &[u8]) -> Option<String> {
 fn read_segments<R: Read + Send>(
     path: &Path,
     input: R,
-    (stamping, selection): (Option<Stamping>, Selection<'_>),
+    (stamping, selection, batch_records): (Option<Stamping>, Selection<'_>, usize),
     sender: std::sync::mpsc::SyncSender<SegmentBatch>,
     recycled: std::sync::mpsc::Receiver<SegmentBatch>,
 ) -> Result<ReadSegments, CaptureError> {
@@ -738,7 +755,7 @@ fn read_segments<R: Read + Send>(
             wire_len: segment.wire_len,
             ttl: segment.ttl,
         });
-        if batch.payloads.len() >= BATCH_BYTES || batch.records.len() >= 16_384 {
+        if batch.payloads.len() >= BATCH_BYTES || batch.records.len() >= batch_records {
             let empty = recycled.try_recv().unwrap_or_default();
             let full = std::mem::replace(&mut batch, empty);
             receiver_gone |= sender.send(full).is_err();

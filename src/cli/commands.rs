@@ -75,6 +75,48 @@ pub(super) fn align(args: AlignArgs) -> Result<()> {
     Ok(())
 }
 
+/// `records` of one capture read as it comes: lines written and flushed as its packets
+/// arrive, then the summary a whole read gives.
+fn records_live(
+    source: source::Source,
+    options: &blackbox::capture::CaptureOptions,
+    args: &RecordsArgs,
+) -> Result<()> {
+    let written = |result: Result<_, input::InputError>, name: &str| match result {
+        Err(input::InputError::Output(error)) => {
+            Err(anyhow::Error::new(error).context(format!("writing {name}")))
+        }
+        other => Ok(other?),
+    };
+    let (input, lines) = match args.output.as_deref().filter(|p| !source::is_standard(p)) {
+        Some(path) => {
+            let file =
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = BufWriter::new(file);
+            let result = input::live::write_records(source, options, &mut out);
+            written(result, &path.display().to_string())?
+        }
+        None => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            let result = input::live::write_records(source, options, &mut out);
+            written(result, "standard output")?
+        }
+    };
+    let lines_written = lines.lines;
+    let Loaded { .. } = report_loaded(input, args.quiet)?;
+    if !args.quiet {
+        eprintln!("{}", String::from(lines));
+    }
+    if lines_written == 0 {
+        return Err(input::InputError::NoMessages(format!(
+            "{} held no message",
+            source::name(Path::new(source::STANDARD_STREAM))
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 fn write_json(value: &impl serde::Serialize, w: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, value)?;
     writeln!(w)
@@ -83,7 +125,18 @@ fn write_json(value: &impl serde::Serialize, w: &mut dyn Write) -> io::Result<()
 pub(super) fn records(args: RecordsArgs) -> Result<()> {
     let Some(mbox) = &args.mbox else {
         let options = args.capture.input_options(args.quiet)?;
-        let Loaded { input, .. } = load(&args.files, &options, args.quiet)?;
+        let mut sources =
+            source::Source::sniff_all(&args.files).map_err(input::InputError::from)?;
+        // One capture coming down a pipe (`tcpdump -U -w - | blackbox records -`) is
+        // written as it comes, where nothing needs all of it first.
+        if let [only] = &sources[..] {
+            let streams = input::live::can_stream(&options.capture) && options.repair.is_none();
+            if streams && only.kind == source::Kind::Capture && !only.is_file() {
+                let only = sources.pop().expect("one");
+                return records_live(only, &options.capture, &args);
+            }
+        }
+        let Loaded { input, .. } = load_sources(sources, &options, args.quiet)?;
         if !args.quiet {
             report::summary::write_input(
                 &input.trace.stats,

@@ -19,6 +19,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 pub mod elsewhere;
+pub mod live;
 pub mod source;
 pub mod streamed;
 use source::{Kind, Source, SourceError};
@@ -65,6 +66,10 @@ pub enum InputError {
     /// ([`elsewhere`]): the machine's fault, not the input's.
     #[error("{0}")]
     Lost(String),
+    /// The records of a capture read as it arrived could not be written ([`live`]):
+    /// the output's fault, not the input's.
+    #[error("cannot write the records")]
+    Output(#[source] std::io::Error),
     /// An output directory could not be made.
     #[error("cannot create {}", path.display())]
     CreateDir {

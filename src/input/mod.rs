@@ -366,7 +366,7 @@ fn skipped_why(reason: &str) -> String {
         .and_then(|number| number.parse::<i32>().ok())
     {
         Some(number) => format!(
-            "link type {number} ({}), which blackbox does not read (it reads Ethernet, Linux cooked, raw IP, loopback and what VXLAN or Geneve carry)",
+            "link type {number} ({}), which blackbox does not read (it reads Ethernet, Linux cooked, raw IP, loopback and what VLAN, PPPoE, MPLS, GRE, IP-in-IP, VXLAN or Geneve carry)",
             crate::capture::link_type_name(number)
         ),
         None => reason.to_owned(),

@@ -228,11 +228,25 @@ fn cut_short<'a>(stats: &mut FileStats) -> Option<Segment<'a>> {
 
 /// What a BSD loopback header says its packet is, as an Ethertype: an address family
 /// (NULL: in the capturing host's byte order, LOOP: in network order; the families are
-/// small numbers, so either order is obvious).
+/// small numbers, so either order is obvious), or else an Ethertype in one of its two
+/// halves, as some systems write it (`0f 00 08 00`, which tshark reads as IPv4).
 fn loopback_type(header: [u8; 4]) -> u16 {
     let le = u32::from_le_bytes(header);
     let be = u32::from_be_bytes(header);
-    let family = if le < 256 { le } else { be };
+    let family = match (le < 256, be < 256) {
+        (true, _) => le,
+        (false, true) => be,
+        (false, false) => {
+            let halves = [
+                u16::from_be_bytes([header[2], header[3]]),
+                u16::from_be_bytes([header[0], header[1]]),
+            ];
+            return halves
+                .into_iter()
+                .find(|&half| half == tunnel::IPV4 || half == tunnel::IPV6)
+                .unwrap_or(0);
+        }
+    };
     match family {
         2 => tunnel::IPV4,
         10 | 24 | 28 | 30 => tunnel::IPV6,
@@ -535,6 +549,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_loopback_header_holding_an_ethertype_is_read_as_tshark_reads_it() {
+        // PcapPlusPlus's NullLoopback.pcap, packet 3: `0f 00 08 00`, neither byte order
+        // a family; tshark reads its low half as the Ethertype IPv4.
+        for (header, v6) in [
+            ([0x0f, 0x00, 0x08, 0x00], false),
+            ([0x00, 0x00, 0x08, 0x00], false),
+            ([0x86, 0xdd, 0x0f, 0x00], true),
+        ] {
+            let mut frame = header.to_vec();
+            frame.extend(ip_packet(v6));
+            let expected = decoded(Linktype::RAW, &ip_packet(v6));
+            assert!(expected.is_some());
+            for linktype in [Linktype::NULL, Linktype::LOOP] {
+                assert_eq!(decoded(linktype, &frame), expected, "{header:02x?}");
+            }
+        }
+        // A family, in either order, is still a family; anything else is not IP.
+        assert_eq!(loopback_type([2, 0, 0, 0]), 0x0800);
+        assert_eq!(loopback_type([0, 0, 0, 30]), 0x86dd);
+        assert_eq!(loopback_type([0x12, 0x34, 0x56, 0x78]), 0);
     }
 
     #[test]

@@ -108,12 +108,18 @@ pub struct Segment<'a> {
 /// Decodes a frame, counting in `stats` why it is skipped when it carries no TCP or
 /// UDP segment.
 pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a>> {
-    if let Some(segment) = plain_tcp(frame) {
-        stats.ipv4 += 1;
-        stats.tcp += 1;
-        return Some(segment);
+    let segment = match plain_tcp(frame) {
+        Some(segment) => {
+            stats.ipv4 += 1;
+            stats.tcp += 1;
+            segment
+        }
+        None => decode_at(frame, stats, 0)?,
+    };
+    if matches!(segment.transport, Transport::Tcp(_)) && segment.wire_len > 0 {
+        stats.tcp_with_data += 1;
     }
-    decode_at(frame, stats, 0)
+    Some(segment)
 }
 
 /// Decodes `frame` both ways where the fast way answers, and panics if they disagree:

@@ -451,3 +451,45 @@ fn naming_a_protocol_is_advised_only_where_it_could_help() {
         "{err}"
     );
 }
+
+/// An enhanced packet block of 32 bytes, whole (both lengths 32), whose captured length
+/// says 65,536: PcapPlusPlus's crash-pcapng-epb-unbounded-length.
+fn overflowing_packet() -> Vec<u8> {
+    let mut body = [0u8; 12].to_vec(); // interface 0, time 0
+    body.extend(65536u32.to_le_bytes());
+    body.extend(65536u32.to_le_bytes());
+    block(6, &body)
+}
+
+#[test]
+fn a_packet_block_longer_inside_than_its_block_is_damaged_not_a_cut_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = [section(), interface(1, None)].concat();
+    // Alone, last in its file: where reading stopped, and why.
+    let alone = [head.clone(), overflowing_packet()].concat();
+    let (code, _, err) = records(&file(dir.path(), "epb.pcapng", &alone));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("epb.pcapng holds 0 packets; reading stopped at packet 1 (byte 48): a damaged pcapng block (type 0x6): its captured length, 65536, is larger than the block of 32 bytes"),
+        "{err}"
+    );
+    assert!(!err.contains("cut off"), "{err}");
+    // Between whole blocks: skipped, counted, and the packets after it read.
+    let between = [
+        head,
+        packet(1_000_000, &udp_frame()),
+        overflowing_packet(),
+        packet(2_000_000, &udp_frame()),
+    ]
+    .concat();
+    let (code, out, err) = records(&file(dir.path(), "between.pcapng", &between));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        err.contains(
+            "skipped 1: damaged pcapng packet blocks: a captured length larger than the block"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("warning"), "{err}");
+}

@@ -215,10 +215,16 @@ pub fn read_frames<R: Read + Send>(
     let mut legacy: Option<(Linktype, u64, usize)> = None;
     let mut number = 0u64;
     let mut empty_refills = 0;
+    // The last packet block skipped for a captured length larger than itself, until
+    // the next block shows it was not the last.
+    let mut overflowed: Option<Stopped> = None;
     loop {
         let offset = reader.consumed() as u64;
         let error = match reader.next() {
             Ok((length, block)) => {
+                if overflowed.take().is_some() {
+                    stats.skip(OVERFLOWING_PACKET_BLOCKS);
+                }
                 match block {
                     PcapBlockOwned::LegacyHeader(header) => {
                         let units = if header.is_nanosecond_precision() {
@@ -308,52 +314,112 @@ pub fn read_frames<R: Read + Send>(
             // Owned, so that the reader can be asked what it holds.
             Err(error) => error.to_owned_vec(),
         };
-        match error {
-            PcapError::Eof if !reader.data().is_empty() => {
-                return Ok(Some(cut_off(number, offset)))
-            }
-            PcapError::Eof => return Ok(None),
+        let ended = match error {
+            PcapError::Eof if !reader.data().is_empty() => Ok(Some(cut_off(number, offset))),
+            PcapError::Eof => Ok(None),
             PcapError::Incomplete(_) => {
+                // The parser asks for more bytes for a pcapng packet block whose captured
+                // length is larger than the block, as it does for a cut file; where the
+                // block is whole (both its lengths agree), it is skipped and reading
+                // goes on.
+                let overflow = legacy
+                    .is_none()
+                    .then(|| overflowing(reader.data(), big_endian))
+                    .flatten();
+                if let Some((length, reason)) = overflow {
+                    number += 1;
+                    let earlier = overflowed.replace(Stopped {
+                        packet: number,
+                        offset,
+                        reason,
+                    });
+                    if earlier.is_some() {
+                        stats.skip(OVERFLOWING_PACKET_BLOCKS);
+                    }
+                    reader.consume(length);
+                    continue;
+                }
                 // Progress guard: an incomplete record is retried only while refills
                 // bring new bytes (a pipe may bring a few at a time); a refill that
                 // brings none means the file ends inside the record.
                 let buffered = reader.data().len();
                 if reader.refill().is_err() {
-                    return failed_read(number, offset);
-                }
-                if reader.data().len() == buffered {
-                    if buffered > 0 {
-                        return Ok(Some(cut_off(number, offset)));
-                    }
+                    failed_read(number, offset)
+                } else if reader.data().len() != buffered {
+                    continue;
+                } else if buffered > 0 {
+                    Ok(Some(cut_off(number, offset)))
+                } else {
                     // Nothing buffered and nothing more to read: the end, between
                     // records (the reader says Eof next; never ask twice).
                     empty_refills += 1;
-                    if empty_refills > 1 {
-                        return Ok(None);
+                    if empty_refills <= 1 {
+                        continue;
                     }
+                    Ok(None)
                 }
             }
-            PcapError::UnexpectedEof => return Ok(Some(cut_off(number, offset))),
-            PcapError::BufferTooSmall => {
-                return Ok(Some(Stopped {
-                    packet: number + 1,
-                    offset,
-                    reason: format!(
-                        "a record claims more than {} MiB: the file is damaged here",
-                        BUFFER >> 20
-                    ),
-                }))
+            PcapError::UnexpectedEof => Ok(Some(cut_off(number, offset))),
+            PcapError::BufferTooSmall => Ok(Some(Stopped {
+                packet: number + 1,
+                offset,
+                reason: format!(
+                    "a record claims more than {} MiB: the file is damaged here",
+                    BUFFER >> 20
+                ),
+            })),
+            PcapError::ReadError => failed_read(number, offset),
+            _ => Ok(Some(Stopped {
+                packet: number + 1,
+                offset,
+                reason: damage(reader.data(), legacy.is_none(), big_endian),
+            })),
+        };
+        // An overflowing block skipped last is where reading stopped, said with its
+        // place; one followed by a damaged or cut record is one more set aside.
+        return match (ended, overflowed) {
+            (Ok(None), Some(last)) => Ok(Some(last)),
+            (ended, Some(_)) => {
+                stats.skip(OVERFLOWING_PACKET_BLOCKS);
+                ended
             }
-            PcapError::ReadError => return failed_read(number, offset),
-            _ => {
-                return Ok(Some(Stopped {
-                    packet: number + 1,
-                    offset,
-                    reason: damage(reader.data(), legacy.is_none(), big_endian),
-                }))
-            }
-        }
+            (ended, None) => ended,
+        };
     }
+}
+
+/// Why pcapng packet blocks whose captured length overflows their block, followed by
+/// whole blocks, were skipped (the last block of a file is said with its place).
+const OVERFLOWING_PACKET_BLOCKS: &str =
+    "damaged pcapng packet blocks: a captured length larger than the block (skipped, the blocks after them read)";
+
+/// The length of the whole enhanced packet block at the start of `data` whose captured
+/// length is larger than the block, with what is wrong in words; `None` for any other
+/// block, or one not all in `data` yet.
+fn overflowing(data: &[u8], big_endian: bool) -> Option<(usize, String)> {
+    let word = |at: usize| {
+        let bytes: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(match big_endian {
+            true => u32::from_be_bytes(bytes),
+            false => u32::from_le_bytes(bytes),
+        })
+    };
+    let length = word(4)?;
+    let whole = usize::try_from(length).ok()?;
+    // An enhanced packet block (type 6) of at least its fixed 32 bytes, all here, its
+    // length the same at both ends: its frame is sound, only the packet's is not.
+    if word(0)? != 6 || whole < 32 || whole % 4 != 0 || word(whole - 4)? != length {
+        return None;
+    }
+    let captured = word(20)?;
+    // The packet's bytes are padded to 32 bits between the 28 bytes before them and
+    // the 4 after.
+    (u64::from(captured).next_multiple_of(4) > u64::from(length) - 32).then(|| {
+        (
+            whole,
+            format!("a damaged pcapng block (type 0x6): its captured length, {captured}, is larger than the block of {length} bytes"),
+        )
+    })
 }
 
 fn cut_off(number: u64, offset: u64) -> Stopped {
@@ -570,6 +636,64 @@ mod tests {
                 .get("a packet block naming an interface not described before it (so of no known link type or time unit)"),
             Some(&1)
         );
+    }
+
+    /// A whole enhanced packet block of 32 bytes whose captured length says 65,536.
+    fn overflowing_block() -> Vec<u8> {
+        let mut block = packet(0, 0, b"");
+        assert_eq!(block.len(), 32);
+        block[20..24].copy_from_slice(&65_536u32.to_le_bytes());
+        block
+    }
+
+    #[test]
+    fn a_packet_block_whose_captured_length_overflows_it_is_skipped_or_said() {
+        let head = [section(), interface(Linktype::ETHERNET, 9, 0)].concat();
+        // Between whole blocks: skipped and counted, the packets after it read and
+        // numbered as the file numbers them.
+        let file = [
+            head.clone(),
+            packet(0, 1, b"a"),
+            overflowing_block(),
+            overflowing_block(),
+            packet(0, 2, b"b"),
+        ]
+        .concat();
+        let mut stats = FileStats::default();
+        let mut seen = Vec::new();
+        let stopped = read_frames(Path::new("t.pcapng"), &file[..], &mut stats, |f, _| {
+            seen.push((f.number, f.data.to_vec()))
+        })
+        .unwrap();
+        assert_eq!(stopped, None);
+        assert_eq!(seen, vec![(1, b"a".to_vec()), (4, b"b".to_vec())]);
+        assert_eq!(stats.skipped[OVERFLOWING_PACKET_BLOCKS], 2);
+        // Last in the file: where reading stopped, and why; not a cut.
+        let file = [head.clone(), overflowing_block()].concat();
+        let mut stats = FileStats::default();
+        let stopped = read_frames(Path::new("t.pcapng"), &file[..], &mut stats, |_, _| {})
+            .unwrap()
+            .expect("said");
+        assert_eq!((stopped.packet, stopped.offset), (1, head.len() as u64));
+        assert_eq!(
+            stopped.reason,
+            "a damaged pcapng block (type 0x6): its captured length, 65536, is larger than the block of 32 bytes"
+        );
+        assert!(stats.skipped.is_empty());
+        // Followed by a block cut short: that cut is where reading stopped.
+        let next = packet(0, 3, b"c");
+        let file = [head, overflowing_block(), next[..10].to_vec()].concat();
+        let mut stats = FileStats::default();
+        let stopped = read_frames(Path::new("t.pcapng"), &file[..], &mut stats, |_, _| {})
+            .unwrap()
+            .expect("said");
+        assert_eq!(stopped.packet, 2);
+        assert!(
+            stopped.reason.contains("ends inside a record"),
+            "{}",
+            stopped.reason
+        );
+        assert_eq!(stats.skipped[OVERFLOWING_PACKET_BLOCKS], 1);
     }
 
     #[test]

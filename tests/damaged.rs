@@ -493,3 +493,32 @@ fn a_packet_block_longer_inside_than_its_block_is_damaged_not_a_cut_file() {
     );
     assert!(!err.contains("warning"), "{err}");
 }
+
+#[test]
+fn a_compressed_capture_cut_before_its_first_block_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = vec![udp_frame(); 2000];
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&pcap(1, &frames)).unwrap();
+    let whole = gz.finish().unwrap();
+    // Inside the deflate stream's first block (`head -c 100`), inside the gzip header.
+    for cut in [100, 60, 5] {
+        let name = format!("cut{cut}.pcap.gz");
+        let (code, _, err) = records(&file(dir.path(), &name, &whole[..cut]));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&name), "{err}");
+        assert!(
+            err.contains(&format!("the compressed file is cut at byte {cut}, after ")),
+            "{err}"
+        );
+        assert!(err.contains(" decompressed: "), "{err}");
+    }
+    // Cut further on, the same words.
+    let cut = whole.len() - 200;
+    let (code, _, err) = records(&file(dir.path(), "late.pcap.gz", &whole[..cut]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("the file's bytes end or stop decompressing here (the compressed file is cut at byte {cut}, after ")),
+        "{err}"
+    );
+}

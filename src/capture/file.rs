@@ -120,6 +120,39 @@ impl<R: Read> Read for Remembering<R> {
     }
 }
 
+/// Whether a read's error is the end of the file's bytes (or of what decompresses), where
+/// what came before is read; any other (a failing disk) is fatal.
+fn ends_the_bytes(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::InvalidData
+            | std::io::ErrorKind::InvalidInput
+    )
+}
+
+/// The input after the bytes its format is told by: where reading those already met
+/// the end of what decompresses, that error again at every read but the first. The
+/// parser reads once more as it makes its reader, before any record, and takes a
+/// failure there for no capture at all; at the next read, a refill, a cut is told as
+/// one, with the packets before it read.
+struct AfterStart<R> {
+    input: R,
+    error: Option<std::io::Error>,
+    reads: u64,
+}
+
+impl<R: Read> Read for AfterStart<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads += 1;
+        match &self.error {
+            Some(_) if self.reads == 1 => Ok(0),
+            Some(error) => Err(std::io::Error::new(error.kind(), error.to_string())),
+            None => self.input.read(buf),
+        }
+    }
+}
+
 /// Why reading stopped before the end of the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stopped {
@@ -150,11 +183,18 @@ pub fn read_frames<R: Read + Send>(
     let mut input = input;
     let mut start = vec![0u8; 4096];
     let mut filled = 0;
+    // A compressed file cut (or damaged) within these first bytes: what came before the
+    // cut is read, as it is where the cut comes later.
+    let mut cut_early = None;
     while filled < start.len() {
         match input.read(&mut start[filled..]) {
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if ends_the_bytes(&e) => {
+                cut_early = Some(e);
+                break;
+            }
             Err(source) => {
                 return Err(super::CaptureError::Io {
                     path: path.to_path_buf(),
@@ -165,9 +205,15 @@ pub fn read_frames<R: Read + Send>(
     }
     start.truncate(filled);
     let damaged_section = pcapng_section_damage(&start);
-    let read_error = std::sync::Arc::new(std::sync::Mutex::new(None));
+    // Kept from the start, so that a file cut before its header is whole says so.
+    let copy = |e: &std::io::Error| std::io::Error::new(e.kind(), e.to_string());
+    let read_error = std::sync::Arc::new(std::sync::Mutex::new(cut_early.as_ref().map(copy)));
     let input = Remembering {
-        inner: std::io::Cursor::new(start).chain(input),
+        inner: std::io::Cursor::new(start).chain(AfterStart {
+            input,
+            error: cut_early,
+            reads: 0,
+        }),
         error: read_error.clone(),
     };
     // A read that failed: where the bytes ended early or did not decompress, the cut;
@@ -175,15 +221,13 @@ pub fn read_frames<R: Read + Send>(
     let failed_read = |number: u64, offset: u64| -> Result<Option<Stopped>, super::CaptureError> {
         let error = read_error.lock().unwrap_or_else(|e| e.into_inner()).take();
         let error = error.unwrap_or_else(|| std::io::Error::other("a read failed"));
-        match error.kind() {
-            std::io::ErrorKind::UnexpectedEof
-            | std::io::ErrorKind::InvalidData
-            | std::io::ErrorKind::InvalidInput => Ok(Some(Stopped {
+        match ends_the_bytes(&error) {
+            true => Ok(Some(Stopped {
                 packet: number + 1,
                 offset,
                 reason: format!("the file's bytes end or stop decompressing here ({error})"),
             })),
-            _ => Err(super::CaptureError::Io {
+            false => Err(super::CaptureError::Io {
                 path: path.to_path_buf(),
                 source: error,
             }),
@@ -191,6 +235,15 @@ pub fn read_frames<R: Read + Send>(
     };
     let mut reader = match create_reader(BUFFER, input) {
         Ok(reader) => reader,
+        // Cut before its header was whole: said as a cut further on is.
+        Err(_)
+            if read_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some() =>
+        {
+            return failed_read(0, 0)
+        }
         Err(PcapError::Eof) => return Err(not_a_capture("the file is empty".into())),
         Err(PcapError::Incomplete(_)) => {
             return Err(not_a_capture(
@@ -721,6 +774,57 @@ mod tests {
         .expect("the cut is reported");
         assert_eq!(times, vec![1_700_000_000_250_000_000]);
         assert_eq!((stopped.packet, stopped.offset), (2, 24 + 16 + 5));
+    }
+
+    /// Hands out its bytes, then fails as a decompressor does where its file is cut.
+    struct CutCompressed<'a>(&'a [u8]);
+
+    impl std::io::Read for CutCompressed<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                let cut = "the compressed file is cut at byte 100, after 57 bytes decompressed: incomplete deflate stream";
+                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, cut));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_compressed_capture_cut_within_its_first_bytes_is_read_up_to_the_cut() {
+        let mut file = pcap_parser::PcapHeader::new().to_vec_raw().unwrap();
+        for data in [b"first".as_slice(), b"second", b"third"] {
+            let record = pcap_parser::LegacyPcapBlock {
+                ts_sec: 1_700_000_000,
+                ts_usec: 0,
+                caplen: data.len() as u32,
+                origlen: data.len() as u32,
+                data,
+            };
+            file.extend(record.to_vec_raw().unwrap());
+        }
+        // Inside the third record, and inside the header: the words a cut further on
+        // gets, with the decompressor's place.
+        for (cut, packets, stopped_at) in [(file.len() - 2, 2, (3, 24 + 21 + 22)), (10, 0, (1, 0))]
+        {
+            let mut count = 0;
+            let stopped = read_frames(
+                Path::new("t.pcap.gz"),
+                CutCompressed(&file[..cut]),
+                &mut FileStats::default(),
+                |_, _| count += 1,
+            )
+            .unwrap()
+            .expect("the cut is said");
+            assert_eq!(count, packets);
+            assert_eq!((stopped.packet, stopped.offset), stopped_at);
+            assert_eq!(
+                stopped.reason,
+                "the file's bytes end or stop decompressing here (the compressed file is cut at byte 100, after 57 bytes decompressed: incomplete deflate stream)"
+            );
+        }
     }
 
     /// Hands out at most seven bytes per read, as a slow pipe might.

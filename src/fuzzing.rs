@@ -149,8 +149,10 @@ pub fn capture(data: &[u8]) {
 /// Reads `data` as one frame of a link layer the first byte picks (Ethernet, raw IP,
 /// Linux cooked capture v1 and v2, BSD loopback in either byte order), by that byte's
 /// high bits wrapped in an Ethernet, IPv4 and UDP datagram to VXLAN's or Geneve's port,
-/// as a node's uplink carries pods' frames; decodes it, and where the fast reading of
-/// plain frames answers, checks it agrees with the general one. Panics only on a bug.
+/// as a node's uplink carries pods' frames, or in an Ethernet frame as what a PPPoE
+/// session, an MPLS label or an IPv4 packet of GRE or IP-in-IP carries (the rest of the
+/// bytes are its headers and all); decodes it, and where the fast reading of plain
+/// frames answers, checks it agrees with the general one. Panics only on a bug.
 pub fn link_layers(data: &[u8]) {
     use crate::capture::decode::{decode, Transport};
     use crate::capture::file::Frame;
@@ -175,9 +177,31 @@ pub fn link_layers(data: &[u8]) {
         2 => Some((6081u16, vec![0, 0, 0x65, 0x58, 0, 0, 1, 0])),
         _ => None,
     };
-    let (linktype, data) = match port {
+    // Ethertype (and IP protocol) of the layers read through that carry the rest.
+    let carrier = match choice >> 5 {
+        1 => Some((0x8864u16, None)),
+        2 => Some((0x8847, None)),
+        3 => Some((0x0800, Some(47u8))),
+        4 => Some((0x0800, Some(4))),
+        5 => Some((0x0800, Some(41))),
+        _ => None,
+    };
+    let (linktype, data) = match (port, carrier) {
+        (_, Some((ether_type, protocol))) => {
+            bytes.extend_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+            bytes.extend_from_slice(&ether_type.to_be_bytes());
+            if let Some(protocol) = protocol {
+                let total = u16::try_from(20 + frame.len()).unwrap_or(u16::MAX);
+                bytes.extend_from_slice(&[0x45, 0]);
+                bytes.extend_from_slice(&total.to_be_bytes());
+                bytes.extend_from_slice(&[0, 0, 0, 0, 64, protocol, 0, 0]);
+                bytes.extend_from_slice(&[192, 168, 0, 1, 192, 168, 0, 2]);
+            }
+            bytes.extend_from_slice(frame);
+            (Linktype::ETHERNET, bytes.as_slice())
+        }
         // The carried frame is Ethernet, whatever the first byte picked.
-        Some((port, header)) => {
+        (Some((port, header)), None) => {
             let length = 8 + header.len() + frame.len();
             bytes.extend_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00]);
             let total = u16::try_from(20 + length).unwrap_or(u16::MAX);
@@ -192,7 +216,7 @@ pub fn link_layers(data: &[u8]) {
             bytes.extend_from_slice(frame);
             (Linktype::ETHERNET, bytes.as_slice())
         }
-        None => (linktype, frame),
+        (None, None) => (linktype, frame),
     };
     let frame = Frame::bare(linktype, data);
     let mut stats = FileStats::default();

@@ -342,3 +342,183 @@ fn a_pcap_link_field_with_frame_check_sequence_bits_is_the_link_type_in_its_low_
             .stderr(predicates::str::contains("link type").not());
     }
 }
+
+/// An Ethernet frame (two VLAN tags, a PPPoE session, PPP) around the IPv4 packet of a
+/// TCP segment from `from` to `to` carrying `data`, as PcapPlusPlus's
+/// one_http_stream_rst.pcap has it.
+fn pppoe_tcp(from: ([u8; 4], u16), to: ([u8; 4], u16), seq: u32, ack: u32, data: &[u8]) -> Vec<u8> {
+    let mut ip = Vec::new();
+    etherparse::PacketBuilder::ipv4(from.0, to.0, 64)
+        .tcp(from.1, to.1, seq, 65535)
+        .ack(ack)
+        .write(&mut ip, data)
+        .unwrap();
+    let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    frame.extend([0x81, 0x00, 0, 7, 0x81, 0x00, 0, 8, 0x88, 0x64]);
+    frame.extend([0x11, 0, 0x12, 0x34]);
+    frame.extend((ip.len() as u16 + 2).to_be_bytes());
+    frame.extend([0x00, 0x21]);
+    frame.extend(ip);
+    frame
+}
+
+#[test]
+fn an_http_call_inside_pppoe_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, server) = (([10, 3, 65, 35], 5068), ([185, 8, 212, 46], 80));
+    let request = b"GET /engine/download.php HTTP/1.1\r\nHost: x\r\n\r\n";
+    let reply = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
+    let frames = [
+        pppoe_tcp(client, server, 1000, 1, request),
+        pppoe_tcp(server, client, 1, 1000 + request.len() as u32, reply),
+    ];
+    let (code, out, err) = records(&file(dir.path(), "pppoe.pcap", &pcap(1, &frames)));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("CALL_SENT") && out.contains("op=GET_/engine/download.php"),
+        "{out}"
+    );
+    assert!(out.contains("status=503"), "{out}");
+    assert!(
+        err.contains("read 2, not messages: packets read inside PPPoE sessions"),
+        "{err}"
+    );
+    assert!(!err.contains("not IP"), "{err}");
+}
+
+#[test]
+fn naming_a_protocol_is_advised_only_where_it_could_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let tcp = |from: ([u8; 4], u16), to: ([u8; 4], u16), syn: bool, data: &[u8]| {
+        let builder = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+            .ipv4(from.0, to.0, 64)
+            .tcp(from.1, to.1, 1000, 65535);
+        let builder = if syn { builder.syn() } else { builder.ack(1) };
+        let mut frame = Vec::new();
+        builder.write(&mut frame, data).unwrap();
+        frame
+    };
+    let (client, server) = (([10, 0, 0, 1], 40000), ([10, 0, 0, 2], 80));
+    // A handshake and nothing more (tcpdump's tcp-handshake-nano.pcap).
+    let handshake = [
+        tcp(client, server, true, b""),
+        tcp(server, client, true, b""),
+        tcp(client, server, false, b""),
+    ];
+    let (code, _, err) = records(&file(dir.path(), "handshake.pcap", &pcap(1, &handshake)));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("holds 3 packets (TCP 3, UDP 0) but no call or return: its TCP connections carry no data"),
+        "{err}"
+    );
+    assert!(!err.contains("--protocol"), "{err}");
+    // Half an HTTP request, recognised as HTTP (PcapPlusPlus's PartialHttpRequest.pcap).
+    let half = [tcp(
+        client,
+        server,
+        false,
+        b"GET /index.html HTTP/1.1\r\nHost: exa",
+    )];
+    let (code, _, err) = records(&file(dir.path(), "half.pcap", &pcap(1, &half)));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("but no call or return read whole; 1 set aside: incomplete message"),
+        "{err}"
+    );
+    assert!(!err.contains("--protocol"), "{err}");
+    // A datagram the snaplen cut (tcpdump's cve-2014-8767-OLSR.pcap): its record keeps
+    // 44 of its bytes.
+    let mut cut = pcap(1, &[udp_frame()]);
+    let kept = 14 + 20 + 8 + 2;
+    cut[32..36].copy_from_slice(&(kept as u32).to_le_bytes());
+    cut.truncate(40 + kept);
+    let (code, _, err) = records(&file(dir.path(), "cut.pcap", &cut));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "but no call or return read whole; 1 set aside: UDP datagrams cut short by the snaplen"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("--protocol"), "{err}");
+    // Where a protocol was tried and the bytes were not it, naming one may help.
+    let mut dns = udp_frame();
+    dns[36..38].copy_from_slice(&53u16.to_be_bytes());
+    let (code, _, err) = records(&file(dir.path(), "notdns.pcap", &pcap(1, &[dns])));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("(name one with --protocol PORT=NAME)"),
+        "{err}"
+    );
+}
+
+/// An enhanced packet block of 32 bytes, whole (both lengths 32), whose captured length
+/// says 65,536: PcapPlusPlus's crash-pcapng-epb-unbounded-length.
+fn overflowing_packet() -> Vec<u8> {
+    let mut body = [0u8; 12].to_vec(); // interface 0, time 0
+    body.extend(65536u32.to_le_bytes());
+    body.extend(65536u32.to_le_bytes());
+    block(6, &body)
+}
+
+#[test]
+fn a_packet_block_longer_inside_than_its_block_is_damaged_not_a_cut_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = [section(), interface(1, None)].concat();
+    // Alone, last in its file: where reading stopped, and why.
+    let alone = [head.clone(), overflowing_packet()].concat();
+    let (code, _, err) = records(&file(dir.path(), "epb.pcapng", &alone));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("epb.pcapng holds 0 packets; reading stopped at packet 1 (byte 48): a damaged pcapng block (type 0x6): its captured length, 65536, is larger than the block of 32 bytes"),
+        "{err}"
+    );
+    assert!(!err.contains("cut off"), "{err}");
+    // Between whole blocks: skipped, counted, and the packets after it read.
+    let between = [
+        head,
+        packet(1_000_000, &udp_frame()),
+        overflowing_packet(),
+        packet(2_000_000, &udp_frame()),
+    ]
+    .concat();
+    let (code, out, err) = records(&file(dir.path(), "between.pcapng", &between));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        err.contains(
+            "skipped 1: damaged pcapng packet blocks: a captured length larger than the block"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("warning"), "{err}");
+}
+
+#[test]
+fn a_compressed_capture_cut_before_its_first_block_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = vec![udp_frame(); 2000];
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&pcap(1, &frames)).unwrap();
+    let whole = gz.finish().unwrap();
+    // Inside the deflate stream's first block (`head -c 100`), inside the gzip header.
+    for cut in [100, 60, 5] {
+        let name = format!("cut{cut}.pcap.gz");
+        let (code, _, err) = records(&file(dir.path(), &name, &whole[..cut]));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&name), "{err}");
+        assert!(
+            err.contains(&format!("the compressed file is cut at byte {cut}, after ")),
+            "{err}"
+        );
+        assert!(err.contains(" decompressed: "), "{err}");
+    }
+    // Cut further on, the same words.
+    let cut = whole.len() - 200;
+    let (code, _, err) = records(&file(dir.path(), "late.pcap.gz", &whole[..cut]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("the file's bytes end or stop decompressing here (the compressed file is cut at byte {cut}, after ")),
+        "{err}"
+    );
+}

@@ -1,9 +1,11 @@
-//! Decoding one captured frame down to its TCP or UDP segment: link layers (Ethernet
-//! with VLAN tags, Linux cooked SLL and SLL2, raw IP, BSD loopback), IPv4 and IPv6.
+//! Decoding one captured frame down to its TCP or UDP segment: link layers (Ethernet,
+//! Linux cooked SLL and SLL2, raw IP, BSD loopback), IPv4 and IPv6, and the tunnels
+//! found there opened to the packet inside (their headers are [`super::tunnel`]'s).
 //! Owns what a frame says; knows nothing of flows or of what the payload means.
 
 use super::file::Frame;
 use super::stats::FileStats;
+use super::tunnel;
 use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
 use pcap_parser::Linktype;
 use std::net::{IpAddr, SocketAddr};
@@ -106,12 +108,18 @@ pub struct Segment<'a> {
 /// Decodes a frame, counting in `stats` why it is skipped when it carries no TCP or
 /// UDP segment.
 pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a>> {
-    if let Some(segment) = plain_tcp(frame) {
-        stats.ipv4 += 1;
-        stats.tcp += 1;
-        return Some(segment);
+    let segment = match plain_tcp(frame) {
+        Some(segment) => {
+            stats.ipv4 += 1;
+            stats.tcp += 1;
+            segment
+        }
+        None => decode_at(frame, stats, 0)?,
+    };
+    if matches!(segment.transport, Transport::Tcp(_)) && segment.wire_len > 0 {
+        stats.tcp_with_data += 1;
     }
-    decode_at(frame, stats, false)
+    Some(segment)
 }
 
 /// Decodes `frame` both ways where the fast way answers, and panics if they disagree:
@@ -119,7 +127,7 @@ pub fn decode<'a>(frame: &Frame<'a>, stats: &mut FileStats) -> Option<Segment<'a
 #[cfg(feature = "fuzzing")]
 pub(crate) fn check_plain_tcp(frame: &Frame<'_>) {
     if let Some(fast) = plain_tcp(frame) {
-        let general = decode_at(frame, &mut FileStats::default(), false)
+        let general = decode_at(frame, &mut FileStats::default(), 0)
             .expect("a frame read fast is read the general way too");
         assert_eq!(
             (fast.from, fast.to, fast.payload, fast.wire_len, fast.ttl),
@@ -190,65 +198,107 @@ fn plain_tcp<'a>(frame: &Frame<'a>) -> Option<Segment<'a>> {
     })
 }
 
-/// The UDP ports of the tunnels whose frames are read through: VXLAN (IANA's 4789, and
-/// 8472, the Linux kernel's default that flannel uses) and Geneve.
-const VXLAN_PORTS: [u16; 2] = [4789, 8472];
-const GENEVE_PORT: u16 = 6081;
-
-/// The Ethernet frame a VXLAN or Geneve datagram carries to `port`, if it is one.
-fn tunnelled(port: u16, payload: &[u8]) -> Option<(&'static str, &[u8])> {
-    if VXLAN_PORTS.contains(&port) && payload.len() >= 8 + 14 && payload[0] & 0x08 != 0 {
-        return Some(("VXLAN", &payload[8..]));
-    }
-    if port == GENEVE_PORT && payload.len() >= 8 {
-        // Version 0; options in 4-byte words; the carried protocol is Ethernet.
-        let options = usize::from(payload[0] & 0x3f) * 4;
-        let ethernet = u16::from_be_bytes([payload[2], payload[3]]) == 0x6558;
-        if payload[0] >> 6 == 0 && ethernet && payload.len() >= 8 + options + 14 {
-            return Some(("Geneve", &payload[8 + options..]));
-        }
-    }
-    None
-}
-
-/// [`decode`]; `inner` for a frame a tunnel carried, which is not opened again.
-fn decode_at<'a>(frame: &Frame<'a>, stats: &mut FileStats, inner: bool) -> Option<Segment<'a>> {
+/// [`decode`] of a frame inside `depth` tunnels (0: as captured).
+fn decode_at<'a>(frame: &Frame<'a>, stats: &mut FileStats, depth: u8) -> Option<Segment<'a>> {
     let data = frame.data;
-    let sliced = match frame.linktype {
-        Linktype::ETHERNET => LaxSlicedPacket::from_ethernet(data).ok(),
-        Linktype::RAW | Linktype::IPV4 | Linktype::IPV6 => LaxSlicedPacket::from_ip(data).ok(),
-        Linktype::LINUX_SLL => (data.len() >= 16).then(|| {
-            let protocol = u16::from_be_bytes([data[14], data[15]]);
-            LaxSlicedPacket::from_ether_type(EtherType(protocol), &data[16..])
-        }),
-        Linktype::LINUX_SLL2 => (data.len() >= 20).then(|| {
-            let protocol = u16::from_be_bytes([data[0], data[1]]);
-            LaxSlicedPacket::from_ether_type(EtherType(protocol), &data[20..])
-        }),
-        Linktype::NULL | Linktype::LOOP => (data.len() >= 4).then(|| {
-            // NULL stores the address family in the capturing host's byte order, LOOP in
-            // network order; the family values are small, so either order is obvious.
-            let le = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
-            let be = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
-            let family = if le < 256 { le } else { be };
-            let ether_type = match family {
-                2 => EtherType::IPV4,
-                10 | 24 | 28 | 30 => EtherType::IPV6,
-                _ => EtherType(0),
-            };
-            LaxSlicedPacket::from_ether_type(ether_type, &data[4..])
-        }),
+    let (ether_type, bytes) = match frame.linktype {
+        Linktype::ETHERNET => (tunnel::ETHERNET, data),
+        // etherparse tells IPv4 from IPv6 by the version, whichever is named.
+        Linktype::RAW | Linktype::IPV4 | Linktype::IPV6 => (tunnel::IPV4, data),
+        // Linux cooked: the Ethertype last of 16 bytes (v1) or first of 20 (v2).
+        Linktype::LINUX_SLL => match (tunnel::word(data, 14), data.get(16..)) {
+            (Some(protocol), Some(rest)) => (protocol, rest),
+            _ => return cut_short(stats),
+        },
+        Linktype::LINUX_SLL2 => match (tunnel::word(data, 0), data.get(20..)) {
+            (Some(protocol), Some(rest)) => (protocol, rest),
+            _ => return cut_short(stats),
+        },
+        Linktype::NULL | Linktype::LOOP => match (data.get(..4), data.get(4..)) {
+            (Some(&[a, b, c, d]), Some(rest)) => (loopback_type([a, b, c, d]), rest),
+            _ => return cut_short(stats),
+        },
         other => {
             stats.skip_linktype(other.0);
             return None;
         }
     };
-    let Some(sliced) = sliced else {
-        stats.skip("link-layer header cut short");
-        return None;
+    decode_ether(ether_type, bytes, stats, depth)
+}
+
+/// Counts a frame shorter than its link-layer header.
+fn cut_short<'a>(stats: &mut FileStats) -> Option<Segment<'a>> {
+    stats.skip("link-layer header cut short");
+    None
+}
+
+/// What a BSD loopback header says its packet is, as an Ethertype: an address family
+/// (NULL: in the capturing host's byte order, LOOP: in network order; the families are
+/// small numbers, so either order is obvious), or else an Ethertype in one of its two
+/// halves, as some systems write it (`0f 00 08 00`, which tshark reads as IPv4).
+fn loopback_type(header: [u8; 4]) -> u16 {
+    let le = u32::from_le_bytes(header);
+    let be = u32::from_be_bytes(header);
+    let family = match (le < 256, be < 256) {
+        (true, _) => le,
+        (false, true) => be,
+        (false, false) => {
+            let halves = [
+                u16::from_be_bytes([header[2], header[3]]),
+                u16::from_be_bytes([header[0], header[1]]),
+            ];
+            return halves
+                .into_iter()
+                .find(|&half| half == tunnel::IPV4 || half == tunnel::IPV6)
+                .unwrap_or(0);
+        }
     };
+    match family {
+        2 => tunnel::IPV4,
+        10 | 24 | 28 | 30 => tunnel::IPV6,
+        _ => 0,
+    }
+}
+
+/// Reads through what a tunnel carries (`what` it is counted as): the packet is the one
+/// inside, so the outer IP packet (`outer`) is no longer counted. Set aside, counted,
+/// where tunnels already nest [`tunnel::MAX_TUNNELS`] deep.
+fn through<'a>(
+    (what, ether_type, carried): tunnel::Tunnel<'a>,
+    outer: &LaxNetSlice<'_>,
+    stats: &mut FileStats,
+    depth: u8,
+) -> Option<Segment<'a>> {
+    if depth >= tunnel::MAX_TUNNELS {
+        stats.skip(tunnel::TOO_DEEP);
+        return None;
+    }
+    match outer {
+        LaxNetSlice::Ipv4(_) => stats.ipv4 -= 1,
+        _ => stats.ipv6 -= 1,
+    }
+    stats.housekeeping(what);
+    decode_ether(ether_type, carried, stats, depth + 1)
+}
+
+/// The segment in `bytes` that `ether_type` names, through the layers between a link
+/// and IP ([`tunnel::to_ip`]) and the tunnels IP and UDP carry.
+fn decode_ether<'a>(
+    ether_type: u16,
+    bytes: &'a [u8],
+    stats: &mut FileStats,
+    depth: u8,
+) -> Option<Segment<'a>> {
+    let (ether_type, bytes) = match tunnel::to_ip(ether_type, bytes, stats) {
+        Ok(ip) => ip,
+        Err(why) => {
+            stats.skip(&why);
+            return None;
+        }
+    };
+    let sliced = LaxSlicedPacket::from_ether_type(EtherType(ether_type), bytes);
     let Some(net) = &sliced.net else {
-        stats.skip("not IP (ARP, LLDP, ...)");
+        stats.skip("IP header cut short or damaged");
         return None;
     };
     let (from_ip, to_ip, ip_payload, ttl) = match net {
@@ -278,6 +328,14 @@ fn decode_at<'a>(frame: &Frame<'a>, stats: &mut FileStats, inner: bool) -> Optio
     if ip_payload.fragmented {
         stats.skip("IP fragment (not reassembled)");
         return None;
+    }
+    match tunnel::in_ip(ip_payload.ip_number.0, ip_payload.payload) {
+        Some(Ok(tunnel)) => return through(tunnel, net, stats, depth),
+        Some(Err(why)) => {
+            stats.skip(&why);
+            return None;
+        }
+        None => {}
     }
     let truncated = ip_payload.incomplete;
     // The payload length the IP header declares, so a snaplen-cut segment still moves
@@ -312,24 +370,9 @@ fn decode_at<'a>(frame: &Frame<'a>, stats: &mut FileStats, inner: bool) -> Optio
             }
         }
         Some(TransportSlice::Udp(udp)) => {
-            if let Some((tunnel, carried)) =
-                tunnelled(udp.destination_port(), udp.payload()).filter(|_| !inner)
-            {
+            if let Some(tunnel) = tunnel::in_udp(udp.destination_port(), udp.payload()) {
                 // A node's uplink carries pods' frames: the packet is the one inside.
-                match net {
-                    LaxNetSlice::Ipv4(_) => stats.ipv4 -= 1,
-                    _ => stats.ipv6 -= 1,
-                }
-                stats.housekeeping(match tunnel {
-                    "VXLAN" => "frames read inside VXLAN",
-                    _ => "frames read inside Geneve",
-                });
-                let carried = Frame {
-                    linktype: Linktype::ETHERNET,
-                    data: carried,
-                    ..*frame
-                };
-                return decode_at(&carried, stats, true);
+                return through(tunnel, net, stats, depth);
             }
             stats.udp += 1;
             let wire_len = usize::from(udp.length()).saturating_sub(8);
@@ -462,7 +505,7 @@ mod tests {
                 proptest::prop_assert!(plain_tcp(&frame).is_some(), "a plain frame is read fast");
             }
             if let Some(fast) = plain_tcp(&frame) {
-                let general = decode_at(&frame, &mut FileStats::default(), false);
+                let general = decode_at(&frame, &mut FileStats::default(), 0);
                 proptest::prop_assert_eq!(Some(fields(&fast)), general.as_ref().map(fields));
             }
         }
@@ -515,6 +558,29 @@ mod tests {
     }
 
     #[test]
+    fn a_loopback_header_holding_an_ethertype_is_read_as_tshark_reads_it() {
+        // PcapPlusPlus's NullLoopback.pcap, packet 3: `0f 00 08 00`, neither byte order
+        // a family; tshark reads its low half as the Ethertype IPv4.
+        for (header, v6) in [
+            ([0x0f, 0x00, 0x08, 0x00], false),
+            ([0x00, 0x00, 0x08, 0x00], false),
+            ([0x86, 0xdd, 0x0f, 0x00], true),
+        ] {
+            let mut frame = header.to_vec();
+            frame.extend(ip_packet(v6));
+            let expected = decoded(Linktype::RAW, &ip_packet(v6));
+            assert!(expected.is_some());
+            for linktype in [Linktype::NULL, Linktype::LOOP] {
+                assert_eq!(decoded(linktype, &frame), expected, "{header:02x?}");
+            }
+        }
+        // A family, in either order, is still a family; anything else is not IP.
+        assert_eq!(loopback_type([2, 0, 0, 0]), 0x0800);
+        assert_eq!(loopback_type([0, 0, 0, 30]), 0x86dd);
+        assert_eq!(loopback_type([0x12, 0x34, 0x56, 0x78]), 0);
+    }
+
+    #[test]
     fn what_is_not_tcp_or_udp_is_counted_with_its_reason() {
         let mut stats = FileStats::default();
         let arp = [0u8; 42];
@@ -534,6 +600,169 @@ mod tests {
         assert_eq!(reasons.len(), 3, "{reasons:?}");
         assert!(stats.skipped.contains_key("unsupported link type 147"));
         assert_eq!(stats.skipped.values().sum::<u64>(), 3);
+    }
+
+    /// An Ethernet frame of `ether_type` around `inner`.
+    fn ethernet(ether_type: u16, inner: &[u8]) -> Vec<u8> {
+        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        frame.extend(ether_type.to_be_bytes());
+        frame.extend(inner);
+        frame
+    }
+
+    /// An IPv4 header (no options, checksum left 0) of `protocol` around `inner`.
+    fn ipv4(protocol: u8, inner: &[u8]) -> Vec<u8> {
+        let total = (20 + inner.len()) as u16;
+        let mut packet = vec![0x45, 0];
+        packet.extend(total.to_be_bytes());
+        packet.extend([
+            0, 1, 0, 0, 64, protocol, 0, 0, 192, 168, 0, 1, 192, 168, 0, 2,
+        ]);
+        packet.extend(inner);
+        packet
+    }
+
+    #[test]
+    fn ip_inside_pppoe_mpls_gre_and_ip_is_read_through_and_counted() {
+        let ip = ip_packet(false);
+        let ip6 = ip_packet(true);
+        let pppoe = |protocol: u16, inner: &[u8]| {
+            let mut session = vec![0x11, 0, 0x12, 0x34];
+            session.extend((inner.len() as u16 + 2).to_be_bytes());
+            session.extend(protocol.to_be_bytes());
+            session.extend(inner);
+            session
+        };
+        // Two labels, the second the bottom of the stack.
+        let mpls = |inner: &[u8]| [&[0, 0x10, 0x00, 64, 0, 0x20, 0x01, 64][..], inner].concat();
+        // GRE version 0 with a checksum, a key and a sequence number.
+        let gre = |ether_type: u16, inner: &[u8]| {
+            let mut header = vec![0xb0, 0];
+            header.extend(ether_type.to_be_bytes());
+            header.extend([0; 12]);
+            header.extend(inner);
+            header
+        };
+        let bridged = ethernet(0x0800, &ip);
+        let cases: Vec<(Vec<u8>, &[&str], bool)> = vec![
+            (
+                ethernet(0x8864, &pppoe(0x0021, &ip)),
+                &["packets read inside PPPoE sessions"],
+                false,
+            ),
+            (
+                ethernet(0x8864, &pppoe(0x0057, &ip6)),
+                &["packets read inside PPPoE sessions"],
+                true,
+            ),
+            (
+                ethernet(0x8847, &mpls(&ip)),
+                &["packets read under MPLS labels"],
+                false,
+            ),
+            (
+                ethernet(0x8848, &mpls(&ip6)),
+                &["packets read under MPLS labels"],
+                true,
+            ),
+            (
+                ethernet(0x0800, &ipv4(47, &gre(0x0800, &ip))),
+                &["packets read inside GRE"],
+                false,
+            ),
+            (
+                ethernet(0x0800, &ipv4(47, &gre(0x86dd, &ip6))),
+                &["packets read inside GRE"],
+                true,
+            ),
+            (
+                ethernet(0x0800, &ipv4(47, &gre(0x6558, &bridged))),
+                &["packets read inside GRE"],
+                false,
+            ),
+            (
+                ethernet(0x0800, &ipv4(4, &ip)),
+                &["packets read inside IP-in-IP (protocol 4)"],
+                false,
+            ),
+            (
+                ethernet(0x0800, &ipv4(41, &ip6)),
+                &["packets read inside 6in4 (IPv6 in IP, protocol 41)"],
+                true,
+            ),
+            // A tunnel in a tunnel: IP in GRE in IP in GRE (as tcpdump's test capture has it).
+            (
+                ethernet(
+                    0x0800,
+                    &ipv4(47, &gre(0x0800, &ipv4(47, &gre(0x0800, &ip)))),
+                ),
+                &["packets read inside GRE"],
+                false,
+            ),
+        ];
+        for (frame, read_inside, v6) in cases {
+            let mut stats = FileStats::default();
+            let segment = decode(&Frame::bare(Linktype::ETHERNET, &frame), &mut stats)
+                .unwrap_or_else(|| panic!("{read_inside:?}: {:?}", stats.skipped));
+            assert_eq!(segment.payload, b"GET / HTTP/1.1\r\n\r\n");
+            assert_eq!(segment.to.port(), 80);
+            // One packet: the one inside; each encapsulation read through counted.
+            let expected = if v6 { (0, 1, 1) } else { (1, 0, 1) };
+            assert_eq!(
+                (stats.ipv4, stats.ipv6, stats.tcp),
+                expected,
+                "{read_inside:?}"
+            );
+            for what in read_inside {
+                assert!(
+                    stats.housekeeping.contains_key(*what),
+                    "{:?}",
+                    stats.housekeeping
+                );
+            }
+            assert!(stats.skipped.is_empty(), "{:?}", stats.skipped);
+        }
+    }
+
+    #[test]
+    fn tunnels_nested_without_end_stop_at_the_bound_counted() {
+        // IP in IP in IP ... as deep as a packet holds; and a cut at every byte.
+        let mut packet = ip_packet(false);
+        for _ in 0..200 {
+            packet = ipv4(4, &packet);
+        }
+        let mut stats = FileStats::default();
+        assert!(decode(&Frame::bare(Linktype::RAW, &packet), &mut stats).is_none());
+        assert_eq!(stats.skipped[tunnel::TOO_DEEP], 1);
+        assert_eq!(
+            stats.housekeeping["packets read inside IP-in-IP (protocol 4)"],
+            8
+        );
+        // Within the bound it is read.
+        let mut packet = ip_packet(false);
+        for _ in 0..8 {
+            packet = ipv4(4, &packet);
+        }
+        assert!(decode(
+            &Frame::bare(Linktype::RAW, &packet),
+            &mut FileStats::default()
+        )
+        .is_some());
+        let frame = ethernet(
+            0x8100,
+            &[
+                &[0, 7, 0x88, 0x64][..],
+                &[0x11, 0, 0, 1, 0, 40, 0, 0x21],
+                &ipv4(47, &[0, 0, 8, 0]),
+            ]
+            .concat(),
+        );
+        for cut in 0..frame.len() {
+            let _ = decode(
+                &Frame::bare(Linktype::ETHERNET, &frame[..cut]),
+                &mut FileStats::default(),
+            );
+        }
     }
 
     #[test]

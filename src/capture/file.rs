@@ -120,6 +120,39 @@ impl<R: Read> Read for Remembering<R> {
     }
 }
 
+/// Whether a read's error is the end of the file's bytes (or of what decompresses), where
+/// what came before is read; any other (a failing disk) is fatal.
+fn ends_the_bytes(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::InvalidData
+            | std::io::ErrorKind::InvalidInput
+    )
+}
+
+/// The input after the bytes its format is told by: where reading those already met
+/// the end of what decompresses, that error again at every read but the first. The
+/// parser reads once more as it makes its reader, before any record, and takes a
+/// failure there for no capture at all; at the next read, a refill, a cut is told as
+/// one, with the packets before it read.
+struct AfterStart<R> {
+    input: R,
+    error: Option<std::io::Error>,
+    reads: u64,
+}
+
+impl<R: Read> Read for AfterStart<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads += 1;
+        match &self.error {
+            Some(_) if self.reads == 1 => Ok(0),
+            Some(error) => Err(std::io::Error::new(error.kind(), error.to_string())),
+            None => self.input.read(buf),
+        }
+    }
+}
+
 /// Why reading stopped before the end of the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Stopped {
@@ -162,11 +195,18 @@ pub fn read_frames<R: Read + Send>(
     let mut input = input;
     let mut start = vec![0u8; 4096];
     let mut filled = 0;
+    // A compressed file cut (or damaged) within these first bytes: what came before the
+    // cut is read, as it is where the cut comes later.
+    let mut cut_early = None;
     while filled < start.len() {
         match input.read(&mut start[filled..]) {
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if ends_the_bytes(&e) => {
+                cut_early = Some(e);
+                break;
+            }
             Err(source) => {
                 return Err(super::CaptureError::Io {
                     path: path.to_path_buf(),
@@ -177,9 +217,15 @@ pub fn read_frames<R: Read + Send>(
     }
     start.truncate(filled);
     let damaged_section = pcapng_section_damage(&start);
-    let read_error = std::sync::Arc::new(std::sync::Mutex::new(None));
+    // Kept from the start, so that a file cut before its header is whole says so.
+    let copy = |e: &std::io::Error| std::io::Error::new(e.kind(), e.to_string());
+    let read_error = std::sync::Arc::new(std::sync::Mutex::new(cut_early.as_ref().map(copy)));
     let input = Remembering {
-        inner: std::io::Cursor::new(start).chain(input),
+        inner: std::io::Cursor::new(start).chain(AfterStart {
+            input,
+            error: cut_early,
+            reads: 0,
+        }),
         error: read_error.clone(),
     };
     // A read that failed: where the bytes ended early or did not decompress, the cut;
@@ -187,15 +233,13 @@ pub fn read_frames<R: Read + Send>(
     let failed_read = |number: u64, offset: u64| -> Result<Option<Stopped>, super::CaptureError> {
         let error = read_error.lock().unwrap_or_else(|e| e.into_inner()).take();
         let error = error.unwrap_or_else(|| std::io::Error::other("a read failed"));
-        match error.kind() {
-            std::io::ErrorKind::UnexpectedEof
-            | std::io::ErrorKind::InvalidData
-            | std::io::ErrorKind::InvalidInput => Ok(Some(Stopped {
+        match ends_the_bytes(&error) {
+            true => Ok(Some(Stopped {
                 packet: number + 1,
                 offset,
                 reason: format!("the file's bytes end or stop decompressing here ({error})"),
             })),
-            _ => Err(super::CaptureError::Io {
+            false => Err(super::CaptureError::Io {
                 path: path.to_path_buf(),
                 source: error,
             }),
@@ -203,6 +247,15 @@ pub fn read_frames<R: Read + Send>(
     };
     let mut reader = match create_reader(BUFFER, input) {
         Ok(reader) => reader,
+        // Cut before its header was whole: said as a cut further on is.
+        Err(_)
+            if read_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some() =>
+        {
+            return failed_read(0, 0)
+        }
         Err(PcapError::Eof) => return Err(not_a_capture("the file is empty".into())),
         Err(PcapError::Incomplete(_)) => {
             return Err(not_a_capture(
@@ -227,10 +280,16 @@ pub fn read_frames<R: Read + Send>(
     let mut legacy: Option<(Linktype, u64, usize)> = None;
     let mut number = 0u64;
     let mut empty_refills = 0;
+    // The last packet block skipped for a captured length larger than itself, until
+    // the next block shows it was not the last.
+    let mut overflowed: Option<Stopped> = None;
     loop {
         let offset = reader.consumed() as u64;
         let error = match reader.next() {
             Ok((length, block)) => {
+                if overflowed.take().is_some() {
+                    stats.skip(OVERFLOWING_PACKET_BLOCKS);
+                }
                 match block {
                     PcapBlockOwned::LegacyHeader(header) => {
                         let units = if header.is_nanosecond_precision() {
@@ -320,52 +379,112 @@ pub fn read_frames<R: Read + Send>(
             // Owned, so that the reader can be asked what it holds.
             Err(error) => error.to_owned_vec(),
         };
-        match error {
-            PcapError::Eof if !reader.data().is_empty() => {
-                return Ok(Some(cut_off(number, offset)))
-            }
-            PcapError::Eof => return Ok(None),
+        let ended = match error {
+            PcapError::Eof if !reader.data().is_empty() => Ok(Some(cut_off(number, offset))),
+            PcapError::Eof => Ok(None),
             PcapError::Incomplete(_) => {
+                // The parser asks for more bytes for a pcapng packet block whose captured
+                // length is larger than the block, as it does for a cut file; where the
+                // block is whole (both its lengths agree), it is skipped and reading
+                // goes on.
+                let overflow = legacy
+                    .is_none()
+                    .then(|| overflowing(reader.data(), big_endian))
+                    .flatten();
+                if let Some((length, reason)) = overflow {
+                    number += 1;
+                    let earlier = overflowed.replace(Stopped {
+                        packet: number,
+                        offset,
+                        reason,
+                    });
+                    if earlier.is_some() {
+                        stats.skip(OVERFLOWING_PACKET_BLOCKS);
+                    }
+                    reader.consume(length);
+                    continue;
+                }
                 // Progress guard: an incomplete record is retried only while refills
                 // bring new bytes (a pipe may bring a few at a time); a refill that
                 // brings none means the file ends inside the record.
                 let buffered = reader.data().len();
                 if reader.refill().is_err() {
-                    return failed_read(number, offset);
-                }
-                if reader.data().len() == buffered {
-                    if buffered > 0 {
-                        return Ok(Some(cut_off(number, offset)));
-                    }
+                    failed_read(number, offset)
+                } else if reader.data().len() != buffered {
+                    continue;
+                } else if buffered > 0 {
+                    Ok(Some(cut_off(number, offset)))
+                } else {
                     // Nothing buffered and nothing more to read: the end, between
                     // records (the reader says Eof next; never ask twice).
                     empty_refills += 1;
-                    if empty_refills > 1 {
-                        return Ok(None);
+                    if empty_refills <= 1 {
+                        continue;
                     }
+                    Ok(None)
                 }
             }
-            PcapError::UnexpectedEof => return Ok(Some(cut_off(number, offset))),
-            PcapError::BufferTooSmall => {
-                return Ok(Some(Stopped {
-                    packet: number + 1,
-                    offset,
-                    reason: format!(
-                        "a record claims more than {} MiB: the file is damaged here",
-                        BUFFER >> 20
-                    ),
-                }))
+            PcapError::UnexpectedEof => Ok(Some(cut_off(number, offset))),
+            PcapError::BufferTooSmall => Ok(Some(Stopped {
+                packet: number + 1,
+                offset,
+                reason: format!(
+                    "a record claims more than {} MiB: the file is damaged here",
+                    BUFFER >> 20
+                ),
+            })),
+            PcapError::ReadError => failed_read(number, offset),
+            _ => Ok(Some(Stopped {
+                packet: number + 1,
+                offset,
+                reason: damage(reader.data(), legacy.is_none(), big_endian),
+            })),
+        };
+        // An overflowing block skipped last is where reading stopped, said with its
+        // place; one followed by a damaged or cut record is one more set aside.
+        return match (ended, overflowed) {
+            (Ok(None), Some(last)) => Ok(Some(last)),
+            (ended, Some(_)) => {
+                stats.skip(OVERFLOWING_PACKET_BLOCKS);
+                ended
             }
-            PcapError::ReadError => return failed_read(number, offset),
-            _ => {
-                return Ok(Some(Stopped {
-                    packet: number + 1,
-                    offset,
-                    reason: damage(reader.data(), legacy.is_none(), big_endian),
-                }))
-            }
-        }
+            (ended, None) => ended,
+        };
     }
+}
+
+/// Why pcapng packet blocks whose captured length overflows their block, followed by
+/// whole blocks, were skipped (the last block of a file is said with its place).
+const OVERFLOWING_PACKET_BLOCKS: &str =
+    "damaged pcapng packet blocks: a captured length larger than the block (skipped, the blocks after them read)";
+
+/// The length of the whole enhanced packet block at the start of `data` whose captured
+/// length is larger than the block, with what is wrong in words; `None` for any other
+/// block, or one not all in `data` yet.
+fn overflowing(data: &[u8], big_endian: bool) -> Option<(usize, String)> {
+    let word = |at: usize| {
+        let bytes: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(match big_endian {
+            true => u32::from_be_bytes(bytes),
+            false => u32::from_le_bytes(bytes),
+        })
+    };
+    let length = word(4)?;
+    let whole = usize::try_from(length).ok()?;
+    // An enhanced packet block (type 6) of at least its fixed 32 bytes, all here, its
+    // length the same at both ends: its frame is sound, only the packet's is not.
+    if word(0)? != 6 || whole < 32 || whole % 4 != 0 || word(whole - 4)? != length {
+        return None;
+    }
+    let captured = word(20)?;
+    // The packet's bytes are padded to 32 bits between the 28 bytes before them and
+    // the 4 after.
+    (u64::from(captured).next_multiple_of(4) > u64::from(length) - 32).then(|| {
+        (
+            whole,
+            format!("a damaged pcapng block (type 0x6): its captured length, {captured}, is larger than the block of {length} bytes"),
+        )
+    })
 }
 
 fn cut_off(number: u64, offset: u64) -> Stopped {
@@ -584,6 +703,64 @@ mod tests {
         );
     }
 
+    /// A whole enhanced packet block of 32 bytes whose captured length says 65,536.
+    fn overflowing_block() -> Vec<u8> {
+        let mut block = packet(0, 0, b"");
+        assert_eq!(block.len(), 32);
+        block[20..24].copy_from_slice(&65_536u32.to_le_bytes());
+        block
+    }
+
+    #[test]
+    fn a_packet_block_whose_captured_length_overflows_it_is_skipped_or_said() {
+        let head = [section(), interface(Linktype::ETHERNET, 9, 0)].concat();
+        // Between whole blocks: skipped and counted, the packets after it read and
+        // numbered as the file numbers them.
+        let file = [
+            head.clone(),
+            packet(0, 1, b"a"),
+            overflowing_block(),
+            overflowing_block(),
+            packet(0, 2, b"b"),
+        ]
+        .concat();
+        let mut stats = FileStats::default();
+        let mut seen = Vec::new();
+        let stopped = read_frames(Path::new("t.pcapng"), &file[..], &mut stats, |f, _| {
+            seen.push((f.number, f.data.to_vec()))
+        })
+        .unwrap();
+        assert_eq!(stopped, None);
+        assert_eq!(seen, vec![(1, b"a".to_vec()), (4, b"b".to_vec())]);
+        assert_eq!(stats.skipped[OVERFLOWING_PACKET_BLOCKS], 2);
+        // Last in the file: where reading stopped, and why; not a cut.
+        let file = [head.clone(), overflowing_block()].concat();
+        let mut stats = FileStats::default();
+        let stopped = read_frames(Path::new("t.pcapng"), &file[..], &mut stats, |_, _| {})
+            .unwrap()
+            .expect("said");
+        assert_eq!((stopped.packet, stopped.offset), (1, head.len() as u64));
+        assert_eq!(
+            stopped.reason,
+            "a damaged pcapng block (type 0x6): its captured length, 65536, is larger than the block of 32 bytes"
+        );
+        assert!(stats.skipped.is_empty());
+        // Followed by a block cut short: that cut is where reading stopped.
+        let next = packet(0, 3, b"c");
+        let file = [head, overflowing_block(), next[..10].to_vec()].concat();
+        let mut stats = FileStats::default();
+        let stopped = read_frames(Path::new("t.pcapng"), &file[..], &mut stats, |_, _| {})
+            .unwrap()
+            .expect("said");
+        assert_eq!(stopped.packet, 2);
+        assert!(
+            stopped.reason.contains("ends inside a record"),
+            "{}",
+            stopped.reason
+        );
+        assert_eq!(stats.skipped[OVERFLOWING_PACKET_BLOCKS], 1);
+    }
+
     #[test]
     fn microsecond_pcap_and_a_cut_in_the_last_record() {
         let mut file = pcap_parser::PcapHeader::new().to_vec_raw().unwrap();
@@ -609,6 +786,57 @@ mod tests {
         .expect("the cut is reported");
         assert_eq!(times, vec![1_700_000_000_250_000_000]);
         assert_eq!((stopped.packet, stopped.offset), (2, 24 + 16 + 5));
+    }
+
+    /// Hands out its bytes, then fails as a decompressor does where its file is cut.
+    struct CutCompressed<'a>(&'a [u8]);
+
+    impl std::io::Read for CutCompressed<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                let cut = "the compressed file is cut at byte 100, after 57 bytes decompressed: incomplete deflate stream";
+                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, cut));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_compressed_capture_cut_within_its_first_bytes_is_read_up_to_the_cut() {
+        let mut file = pcap_parser::PcapHeader::new().to_vec_raw().unwrap();
+        for data in [b"first".as_slice(), b"second", b"third"] {
+            let record = pcap_parser::LegacyPcapBlock {
+                ts_sec: 1_700_000_000,
+                ts_usec: 0,
+                caplen: data.len() as u32,
+                origlen: data.len() as u32,
+                data,
+            };
+            file.extend(record.to_vec_raw().unwrap());
+        }
+        // Inside the third record, and inside the header: the words a cut further on
+        // gets, with the decompressor's place.
+        for (cut, packets, stopped_at) in [(file.len() - 2, 2, (3, 24 + 21 + 22)), (10, 0, (1, 0))]
+        {
+            let mut count = 0;
+            let stopped = read_frames(
+                Path::new("t.pcap.gz"),
+                CutCompressed(&file[..cut]),
+                &mut FileStats::default(),
+                |_, _| count += 1,
+            )
+            .unwrap()
+            .expect("the cut is said");
+            assert_eq!(count, packets);
+            assert_eq!((stopped.packet, stopped.offset), stopped_at);
+            assert_eq!(
+                stopped.reason,
+                "the file's bytes end or stop decompressing here (the compressed file is cut at byte 100, after 57 bytes decompressed: incomplete deflate stream)"
+            );
+        }
     }
 
     /// Hands out at most seven bytes per read, as a slow pipe might.

@@ -575,7 +575,7 @@ fn choose(
             Some(by_port) if by_port.sniff(first) => by_port,
             by_port => {
                 if by_port.is_some() {
-                    stats.skip("connections whose content did not match their port's protocol (read by content)");
+                    stats.skip(super::stats::NOT_THE_PORTS_CONTENT);
                 }
                 [
                     ProtocolName::Tls,

@@ -20,6 +20,7 @@ pub mod protocol;
 pub mod spill;
 pub mod stats;
 pub mod transport;
+mod tunnel;
 pub mod write;
 
 pub use decode::link_type_name;

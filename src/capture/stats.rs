@@ -6,6 +6,17 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// Bytes a framer could not read as the protocol it was given: where these are why a
+/// capture gave no message, naming its protocol (`--protocol PORT=NAME`) may help, as
+/// it cannot where the connections carried no data or every datagram was cut short.
+pub const NOT_THE_CONNECTIONS_PROTOCOL: &str =
+    "bytes that do not parse as the connection's protocol";
+/// See [`NOT_THE_CONNECTIONS_PROTOCOL`]: datagrams.
+pub const NOT_THE_PORTS_PROTOCOL: &str = "datagrams that do not parse as the port's protocol";
+/// See [`NOT_THE_CONNECTIONS_PROTOCOL`]: a connection read by its content, not its port.
+pub const NOT_THE_PORTS_CONTENT: &str =
+    "connections whose content did not match their port's protocol (read by content)";
+
 /// What one capture file gave.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileStats {
@@ -17,6 +28,11 @@ pub struct FileStats {
     pub ipv6: u64,
     /// TCP segments.
     pub tcp: u64,
+    /// TCP segments that carried data (on the wire, if not all captured): where there
+    /// are none, a capture of handshakes and resets gave no message for want of bytes,
+    /// not of a protocol.
+    #[serde(default)]
+    pub tcp_with_data: u64,
     /// UDP datagrams.
     pub udp: u64,
     /// Packets the snaplen cut short (their headers are still used).
@@ -117,6 +133,7 @@ impl FileStats {
         self.ipv4 += other.ipv4;
         self.ipv6 += other.ipv6;
         self.tcp += other.tcp;
+        self.tcp_with_data += other.tcp_with_data;
         self.udp += other.udp;
         self.snaplen_truncated += other.snaplen_truncated;
         self.tcp_flows += other.tcp_flows;
@@ -151,6 +168,18 @@ impl FileStats {
         stalled.messages += 1;
         stalled.waited_ns = stalled.waited_ns.saturating_add(waited);
         stalled.longest_ns = stalled.longest_ns.max(waited);
+    }
+
+    /// Whether a framer met bytes that were not the protocol it read them as
+    /// ([`NOT_THE_CONNECTIONS_PROTOCOL`] and the like).
+    pub fn misread(&self) -> bool {
+        [
+            NOT_THE_CONNECTIONS_PROTOCOL,
+            NOT_THE_PORTS_PROTOCOL,
+            NOT_THE_PORTS_CONTENT,
+        ]
+        .iter()
+        .any(|reason| self.skipped.contains_key(*reason))
     }
 
     /// Messages built, over all protocols.

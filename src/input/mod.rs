@@ -324,8 +324,10 @@ fn what_was_read(input: &Input, text_traces: usize) -> String {
             let mut said = format!("{name} holds {}", counted(stats.packets, "packet"));
             if stats.tcp + stats.udp > 0 {
                 said.push_str(&format!(
-                    " (TCP {}, UDP {}) but no call or return of a protocol blackbox reads (name one with --protocol PORT=NAME)",
-                    stats.tcp, stats.udp
+                    " (TCP {}, UDP {}) but no call or return{}",
+                    stats.tcp,
+                    stats.udp,
+                    why_no_message(stats)
                 ));
             }
             let skipped: Vec<String> = stats
@@ -363,6 +365,22 @@ fn what_was_read(input: &Input, text_traces: usize) -> String {
     held.join("; ")
 }
 
+/// Why a capture's TCP and UDP gave no message, to end "... but no call or return":
+/// the advice to name a protocol only where it could help (a framer met bytes that were
+/// not its protocol, or nothing else is known); else what is known: connections that
+/// carried no data, or messages set aside (listed after it) as cut by the snaplen or
+/// incomplete.
+fn why_no_message(stats: &FileStats) -> &'static str {
+    let no_tcp_data = stats.tcp > 0 && stats.tcp_with_data == 0;
+    if stats.misread() || (stats.skipped.is_empty() && !no_tcp_data) {
+        " of a protocol blackbox reads (name one with --protocol PORT=NAME)"
+    } else if no_tcp_data {
+        ": its TCP connections carry no data (handshakes, acknowledgements or resets only)"
+    } else {
+        " read whole"
+    }
+}
+
 /// A skip reason as the error that no message was read gives it: a link type by its
 /// name too, and that blackbox does not read it.
 fn skipped_why(reason: &str) -> String {
@@ -371,7 +389,7 @@ fn skipped_why(reason: &str) -> String {
         .and_then(|number| number.parse::<i32>().ok())
     {
         Some(number) => format!(
-            "link type {number} ({}), which blackbox does not read (it reads Ethernet, Linux cooked, raw IP, loopback and what VXLAN or Geneve carry)",
+            "link type {number} ({}), which blackbox does not read (it reads Ethernet, Linux cooked, raw IP, loopback and what VLAN, PPPoE, MPLS, GRE, IP-in-IP, VXLAN or Geneve carry)",
             crate::capture::link_type_name(number)
         ),
         None => reason.to_owned(),

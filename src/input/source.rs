@@ -169,10 +169,20 @@ impl Source {
         let (raw_head, raw) = head(raw).map_err(io_error)?;
         let gzip = raw_head.starts_with(&GZIP_MAGIC);
         let (first, stream) = if gzip {
-            head(Box::new(MultiGzDecoder::new(
-                Cursor::new(raw_head).chain(raw),
-            )))
-            .map_err(io_error)?
+            let decompressed = Box::new(Gunzip::new(Cursor::new(raw_head).chain(raw)));
+            match head_of_gzip(decompressed) {
+                (first, Ok(stream)) => (first, stream),
+                // Cut (or damaged) within its first few kilobytes: what came out before
+                // is enough to tell a capture by, and a capture is then read up to the
+                // cut as one cut further on is; else the error says where it is cut.
+                (first, Err(error)) => match kind_of(path, &first, gzip) {
+                    Ok(_) if !first.is_empty() => {
+                        let again: Box<dyn Read + Send> = Box::new(Failed(error));
+                        (first, again)
+                    }
+                    _ => return Err(io_error(error)),
+                },
+            }
         } else {
             (raw_head, raw)
         };
@@ -245,7 +255,7 @@ impl Source {
         })?;
         let counted = progress.wrap(file);
         Ok(if self.gzip {
-            Box::new(MultiGzDecoder::new(counted))
+            Box::new(Gunzip::new(counted))
         } else {
             Box::new(counted)
         })
@@ -257,6 +267,102 @@ fn head(mut reader: Box<dyn Read + Send>) -> io::Result<(Vec<u8>, Box<dyn Read +
     let mut first = Vec::with_capacity(SNIFF);
     (&mut reader).take(SNIFF as u64).read_to_end(&mut first)?;
     Ok((first, reader))
+}
+
+/// The first [`SNIFF`] bytes of a gzip'd `reader`, decompressed, and the rest of it; or
+/// as many as came out before decompressing failed, and the error.
+fn head_of_gzip(mut reader: Box<dyn Read + Send>) -> (Vec<u8>, io::Result<Box<dyn Read + Send>>) {
+    let mut first = Vec::with_capacity(SNIFF);
+    // read_to_end keeps what it read before an error.
+    match (&mut reader).take(SNIFF as u64).read_to_end(&mut first) {
+        Ok(_) => (first, Ok(reader)),
+        Err(error) => (first, Err(error)),
+    }
+}
+
+/// A gzip'd input, decompressed, whose errors say where in the compressed file its
+/// bytes ended or stopped decompressing, and how much came out before: the
+/// decompressor's own ("incomplete deflate stream") say neither, and a capture cut
+/// within its first block said nothing more.
+struct Gunzip<R: Read> {
+    decoder: MultiGzDecoder<Compressed<R>>,
+    /// Bytes decompressed so far.
+    out: u64,
+}
+
+/// The compressed bytes under a [`Gunzip`], counted.
+struct Compressed<R> {
+    inner: R,
+    read: u64,
+    /// Whether they ended (a read gave none).
+    ended: bool,
+}
+
+impl<R: Read> Read for Compressed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        self.ended |= n == 0 && !buf.is_empty();
+        Ok(n)
+    }
+}
+
+impl<R: Read> Gunzip<R> {
+    fn new(inner: R) -> Self {
+        Gunzip {
+            decoder: MultiGzDecoder::new(Compressed {
+                inner,
+                read: 0,
+                ended: false,
+            }),
+            out: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for Gunzip<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.decoder.read(buf) {
+            Ok(n) => {
+                self.out += n as u64;
+                Ok(n)
+            }
+            // The decompressor's errors (the file's own, a disk's, pass as they are).
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::UnexpectedEof
+                        | io::ErrorKind::InvalidData
+                        | io::ErrorKind::InvalidInput
+                ) =>
+            {
+                let compressed = self.decoder.get_ref();
+                let out = crate::words::counted(self.out, "byte");
+                let at = match compressed.ended {
+                    true => format!("the compressed file is cut at byte {}", compressed.read),
+                    false => format!(
+                        "the compressed file stops decompressing by its byte {}",
+                        compressed.read
+                    ),
+                };
+                Err(io::Error::new(
+                    error.kind(),
+                    format!("{at}, after {out} decompressed: {error}"),
+                ))
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// A reader that fails as a read already did, every time: the rest of a gzip'd
+/// standard input whose first kilobytes were cut.
+struct Failed(io::Error);
+
+impl Read for Failed {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(io::Error::new(self.0.kind(), self.0.to_string()))
+    }
 }
 
 /// What the first bytes of an input (decompressed) say it is.

@@ -135,7 +135,7 @@ impl<P: Protocol> Delimited<P> {
                 Step::NeedMore => return,
                 Step::Invalid => {
                     out.problems
-                        .push("bytes that do not parse as the connection's protocol");
+                        .push(crate::capture::stats::NOT_THE_CONNECTIONS_PROTOCOL);
                     self.lose(from);
                     return;
                 }
@@ -190,7 +190,7 @@ impl<P: Protocol> Delimited<P> {
                 Step::NeedMore => return Some(chunk),
                 Step::Invalid => {
                     out.problems
-                        .push("bytes that do not parse as the connection's protocol");
+                        .push(crate::capture::stats::NOT_THE_CONNECTIONS_PROTOCOL);
                     self.lose(from);
                     return None;
                 }

@@ -99,7 +99,7 @@ impl UdpPair {
             },
             None => {
                 out.problems
-                    .push("datagrams that do not parse as the port's protocol");
+                    .push(crate::capture::stats::NOT_THE_PORTS_PROTOCOL);
             }
         }
     }

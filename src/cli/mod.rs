@@ -1,8 +1,10 @@
-//! The `blackbox` command line: [`args`] parses it, [`workers`] says where the work runs,
+//! The `blackbox` command line: [`args`] parses it (with [`reading`], the flags of how
+//! inputs are read), [`workers`] says where the work runs,
 //! [`commands`] runs each command on the library and says where its results go.
 
 mod args;
 mod commands;
+mod reading;
 mod workers;
 
 use anyhow::Result;

@@ -165,7 +165,7 @@ impl fmt::Display for InputWarning {
             } => write!(
                 f,
                 "warning: {}: packet {} at byte {}: {}; {} before it {} used",
-                path.display(),
+                source::name(path),
                 stopped.packet,
                 stopped.offset,
                 stopped.reason,

@@ -105,7 +105,7 @@ fn records_live(
     let lines_written = lines.lines;
     let Loaded { .. } = report_loaded(input, args.quiet)?;
     if !args.quiet {
-        eprintln!("{}", String::from(lines));
+        eprintln!("{lines}");
     }
     if lines_written == 0 {
         return Err(input::InputError::NoMessages(format!(

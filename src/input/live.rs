@@ -34,8 +34,6 @@ pub struct Written {
     /// Of those, lines written after a line of a later time (a message longer than
     /// [`HOLD`]).
     pub out_of_order: u64,
-    /// Messages the host's own address was decided on.
-    pub decided_on: usize,
 }
 
 /// Whether `options` let a capture be written as it arrives: nodes that need every
@@ -284,19 +282,18 @@ fn decide(
     Some((BTreeSet::from([*most.0]), Some(Uncertain::Tie)))
 }
 
-impl From<Written> for String {
-    fn from(written: Written) -> String {
-        let mut said = format!(
-            "wrote {} as the capture came",
-            crate::words::counted(written.lines, "line")
-        );
-        if written.out_of_order > 0 {
-            said.push_str(&format!(
+impl std::fmt::Display for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lines = crate::words::counted(self.lines, "line");
+        write!(f, "wrote {lines} as the capture came")?;
+        if self.out_of_order > 0 {
+            write!(
+                f,
                 " ({} after a later one: messages longer than the {} lines are held)",
-                written.out_of_order,
+                self.out_of_order,
                 crate::trace::time::human_duration(HOLD as f64)
-            ));
+            )?;
         }
-        said
+        Ok(())
     }
 }

@@ -319,7 +319,7 @@ pub fn nat_pairing(data: &[u8]) {
 pub fn protocols(data: &[u8]) {
     use crate::capture::protocol::udp::UdpPair;
     use crate::capture::protocol::{Chunk, Output, ProtocolName, Side};
-    for protocol in ProtocolName::ALL {
+    for protocol in ProtocolName::all() {
         let mut framer = protocol.tcp_framer();
         let mut datagrams = UdpPair::new(protocol);
         let mut out = Output::default();

@@ -199,6 +199,58 @@ proptest! {
     }
 }
 
+/// Pieces of broker conversations, valid and nearly so, for the broker framers.
+fn broker_piece() -> impl Strategy<Value = (bool, Vec<u8>)> {
+    let valid: Vec<(bool, &'static [u8])> = vec![
+        (true, b"INFO {\"max_payload\":1048576}\r\n"),
+        (false, b"CONNECT {}\r\nSUB orders 1\r\nPUB orders _INBOX.a.b 2\r\nhi\r\n"),
+        (false, b"HPUB orders 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"),
+        (true, b"MSG _INBOX.a.b 1 2\r\nok\r\nHMSG q 1 r 12 12\r\nNATS/1.0\r\n\r\n\r\n"),
+        (false, b"\x10\x0c\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x00"),
+        (false, b"\x32\x09\x00\x03a/b\x00\x07\x00hi"),
+        (true, b"\x32\x08\x00\x03a/b\x00\x07hi\x40\x02\x00\x07"),
+        (false, b"\x40\x02\x00\x07\x50\x02\x00\x08"),
+        (false, b"AMQP\x00\x00\x09\x01"),
+        (false, b"\x01\x00\x01\x00\x00\x00\x0d\x00\x3c\x00\x28\x00\x00\x00\x01q\x00\xce\x02\x00\x01\x00\x00\x00\x0e\x00\x3c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\xce\x03\x00\x01\x00\x00\x00\x02hi\xce"),
+        (true, b"\x01\x00\x01\x00\x00\x00\x15\x00\x3c\x00\x3c\x01c\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x01q\x00\xce"),
+        (false, b"\x01\x00\x01\x00\x00\x00\x0d\x00\x3c\x00\x50\x00\x00\x00\x00\x00\x00\x00\x01\x00\xce"),
+        (false, b"\x00\x00\x00\x0c\x00\x01\x00\x04\x00\x00\x00\x07\xff\xff\x00\x00"),
+        (true, b"\x00\x00\x00\x08\x00\x00\x00\x07\x00\x00\x00\x00"),
+        (false, b"\x00\x00\x00\x0e\x00\x00\x00\x07\x00\x00\x00\x09\xff\xff\xff\xff\x00\x01"),
+    ];
+    prop_oneof![
+        prop::sample::select(valid).prop_map(|(server, bytes)| (server, bytes.to_vec())),
+        (any::<bool>(), prop::collection::vec(any::<u8>(), 0..24)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn broker_conversations_cut_anywhere_never_panic(
+        pieces in prop::collection::vec(broker_piece(), 0..24),
+        cuts in prop::collection::vec(1usize..40, 1..8),
+    ) {
+        use blackbox::capture::protocol::ProtocolName;
+        let mut data = Vec::new();
+        for (index, (server, bytes)) in pieces.iter().enumerate() {
+            // Each piece cut into segments at the generated lengths.
+            let mut rest = &bytes[..];
+            let mut turn = index;
+            while !rest.is_empty() {
+                let len = cuts[turn % cuts.len()].min(rest.len());
+                blackbox::fuzzing::framer_records(*server, &rest[..len], &mut data);
+                rest = &rest[len..];
+                turn += 1;
+            }
+        }
+        for protocol in [ProtocolName::Nats, ProtocolName::Mqtt, ProtocolName::Amqp, ProtocolName::Kafka] {
+            blackbox::fuzzing::framer(protocol, &data);
+        }
+    }
+}
+
 /// The start of the shop's web capture, gzip'd.
 fn gzipped_capture() -> &'static Vec<u8> {
     static GZIPPED: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();

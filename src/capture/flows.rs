@@ -8,7 +8,7 @@ use super::decode::{Segment, Transport};
 use super::protocol::udp::UdpPair;
 use super::protocol::{Chunk, Framed, Framer, Output, ProtocolName, Side};
 use super::stats::FileStats;
-use crate::trace::Nanos;
+use crate::trace::{Kind, Nanos};
 use hashbrown::HashMap;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -365,21 +365,11 @@ impl<'a> Flows<'a> {
         if !self.udp.contains_key(&flow) {
             let (client, server) = self.guess_client(from, to);
             let port = self.endpoints[server as usize].port();
-            let protocol = match self.choice.for_port(port) {
-                Some(ProtocolName::Tcp) | None => ProtocolName::Udp,
-                // TCP-only protocols (QUIC on 443 is not TLS over TCP): by datagrams.
-                Some(
-                    ProtocolName::Http
-                    | ProtocolName::Http2
-                    | ProtocolName::Redis
-                    | ProtocolName::Postgres
-                    | ProtocolName::Memcached
-                    | ProtocolName::Mysql
-                    | ProtocolName::Thrift
-                    | ProtocolName::Tls,
-                ) => ProtocolName::Udp,
-                Some(other) => other,
-            };
+            // TCP-only protocols (QUIC on 443 is not TLS over TCP): by datagrams.
+            let protocol = self
+                .choice
+                .for_port(port)
+                .map_or(ProtocolName::Udp, ProtocolName::over_udp);
             self.udp.insert(
                 flow,
                 UdpEntry {
@@ -540,8 +530,23 @@ fn take_messages(
     ends: FlowEnds,
     stats: &mut FileStats,
 ) {
+    let broker = ends.protocol.spec().broker;
+    let operations = &output.operations;
     for framed in output.messages.drain(..) {
         stats.message(ends.protocol.as_str());
+        if broker {
+            let kind = match framed.kind {
+                Kind::Return => "answer",
+                _ => operations
+                    .get(framed.operation.0 as usize)
+                    .map_or("", String::as_str)
+                    .split(' ')
+                    .next()
+                    .filter(|verb| !verb.is_empty())
+                    .unwrap_or("message"),
+            };
+            stats.broker_message(ends.protocol.as_str(), kind);
+        }
         messages.push(CaptureMessage {
             client: ends.client,
             server: ends.server,
@@ -561,34 +566,31 @@ fn choose(
     first: &[u8],
     stats: &mut FileStats,
 ) -> (ProtocolName, Box<dyn Framer>) {
+    let by_port = ProtocolName::by_port(server_port);
     let protocol = if let Some(&forced) = choice.by_port.get(&server_port) {
         forced
-    } else if side == Side::Client && super::protocol::http2::looks_like_start(first) {
-        // The preface or an h2c upgrade is unmistakable, on any port (an upgrade
-        // request would otherwise pass for HTTP/1.1 on port 80).
-        ProtocolName::Http2
+    } else if let Some(unmistakable) = (side == Side::Client)
+        .then(|| ProtocolName::unmistakable(first))
+        .flatten()
+    {
+        unmistakable
     } else if side == Side::Server {
-        // The server spoke first: nothing of the client's to check a guess against.
-        ProtocolName::by_port(server_port).unwrap_or(ProtocolName::Tcp)
+        // The server spoke first: its own greeting is all there is to check a guess
+        // against (NATS's INFO), else the port decides.
+        match by_port {
+            Some(by_port) if by_port.sniff_server(first) != Some(false) => by_port,
+            _ => ProtocolName::guess_server(first)
+                .or(by_port)
+                .unwrap_or(ProtocolName::Tcp),
+        }
     } else {
-        match ProtocolName::by_port(server_port) {
+        match by_port {
             Some(by_port) if by_port.sniff(first) => by_port,
             by_port => {
                 if by_port.is_some() {
                     stats.skip(super::stats::NOT_THE_PORTS_CONTENT);
                 }
-                [
-                    ProtocolName::Tls,
-                    ProtocolName::Http,
-                    ProtocolName::Redis,
-                    ProtocolName::Postgres,
-                    ProtocolName::Memcached,
-                    ProtocolName::Thrift,
-                    ProtocolName::OncRpc,
-                ]
-                .into_iter()
-                .find(|p| p.sniff(first))
-                .unwrap_or(ProtocolName::Tcp)
+                ProtocolName::guess(first).unwrap_or(ProtocolName::Tcp)
             }
         }
     };

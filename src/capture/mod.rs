@@ -902,7 +902,7 @@ pub fn parse_protocol_override(text: &str) -> Result<(u16, ProtocolName), String
         .parse()
         .map_err(|_| format!("`{port}` is not a port number"))?;
     let protocol = ProtocolName::parse(name.trim()).ok_or_else(|| {
-        let known: Vec<&str> = ProtocolName::ALL.iter().map(|p| p.as_str()).collect();
+        let known: Vec<&str> = ProtocolName::all().map(ProtocolName::as_str).collect();
         format!("unknown protocol `{name}` (known: {})", known.join(", "))
     })?;
     Ok((port, protocol))

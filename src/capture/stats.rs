@@ -52,6 +52,10 @@ pub struct FileStats {
     pub gap_bytes: u64,
     /// Messages built, by protocol.
     pub messages: BTreeMap<String, u64>,
+    /// A broker protocol's messages by kind (`publish`, `deliver`, `request`,
+    /// `answer`…), by protocol.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub broker_messages: BTreeMap<String, BTreeMap<String, u64>>,
     /// Packets, bytes or messages set aside, by reason.
     pub skipped: BTreeMap<String, u64>,
     /// Protocol units read that are neither messages nor problems (HTTP/2 SETTINGS
@@ -127,6 +131,23 @@ impl FileStats {
         }
     }
 
+    /// Counts a broker protocol's message of a kind.
+    pub fn broker_message(&mut self, protocol: &str, kind: &str) {
+        let kinds = match self.broker_messages.get_mut(protocol) {
+            Some(kinds) => kinds,
+            None => self
+                .broker_messages
+                .entry(protocol.to_string())
+                .or_default(),
+        };
+        match kinds.get_mut(kind) {
+            Some(count) => *count += 1,
+            None => {
+                kinds.insert(kind.to_string(), 1);
+            }
+        }
+    }
+
     /// Adds another file's counts to these.
     pub fn add(&mut self, other: &FileStats) {
         self.packets += other.packets;
@@ -143,6 +164,12 @@ impl FileStats {
         self.stream_gaps += other.stream_gaps;
         self.gap_bytes += other.gap_bytes;
         self.dns_named += other.dns_named;
+        for (protocol, kinds) in &other.broker_messages {
+            let into = self.broker_messages.entry(protocol.clone()).or_default();
+            for (kind, n) in kinds {
+                *into.entry(kind.clone()).or_default() += n;
+            }
+        }
         for (protocol, n) in &other.messages {
             *self.messages.entry(protocol.clone()).or_default() += n;
         }
@@ -208,6 +235,23 @@ impl fmt::Display for FileStats {
                 .map(|(protocol, n)| format!("{protocol} {n}"))
                 .collect();
             write!(f, " ({})", by.join(", "))?;
+        }
+        for (protocol, kinds) in &self.broker_messages {
+            let by: Vec<String> = kinds
+                .iter()
+                .map(|(kind, n)| {
+                    let (one, many) = match kind.as_str() {
+                        "publish" => ("publish", "publishes"),
+                        "deliver" => ("delivery", "deliveries"),
+                        "request" => ("request", "requests"),
+                        "answer" => ("answer", "answers"),
+                        "get" => ("get", "gets"),
+                        _ => ("other message", "other messages"),
+                    };
+                    crate::words::counted_as(*n, one, many)
+                })
+                .collect();
+            write!(f, "; {protocol}: {}", by.join(", "))?;
         }
         write!(f, "; {}", counted(self.tcp_flows, "TCP connection"))?;
         if self.flows_without_handshake > 0 {

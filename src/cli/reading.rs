@@ -21,10 +21,11 @@ pub(super) struct CaptureArgs {
     ///
     /// NAME: tcp (request/response by turns), http (HTTP/1.x), http2 (HTTP/2 and gRPC in
     /// cleartext: every stream a call), dns, onc-rpc, redis, postgres, memcached, mysql
-    /// (MySQL and MariaDB), tls (counted, read by turns), udp (request/response by
-    /// datagrams), stream (every segment a free-form message). Otherwise the port suggests
-    /// a protocol (50051 http2, 3306 mysql, 443 tls, ...), the client's first bytes confirm
-    /// it (an HTTP/2 preface or h2c upgrade is known on any port), and anything
+    /// (MySQL and MariaDB), thrift, tls (counted, read by turns), the brokers nats, mqtt,
+    /// amqp (0-9-1, RabbitMQ) and kafka, udp (request/response by datagrams), stream
+    /// (every segment a free-form message). Otherwise the port suggests a protocol (50051
+    /// http2, 3306 mysql, 443 tls, 4222 nats, 9092 kafka, ...), the client's first bytes
+    /// confirm it (an HTTP/2 preface or h2c upgrade is known on any port), and anything
     /// unrecognised is read by turns.
     #[arg(long = "protocol", value_name = "PORT=NAME", value_parser = capture::parse_protocol_override, help_heading = "Captures (pcap/pcapng)")]
     pub(super) protocols: Vec<(u16, ProtocolName)>,

@@ -266,7 +266,8 @@ impl<P: Protocol> Delimited<P> {
             },
         };
         let mut framed = Framed::new(from, kind, key, first, last);
-        if kind == Kind::Call {
+        if kind == Kind::Call || meaning == Meaning::OneWay {
+            // A one-way message (a broker's publish or delivery) is named as a call is.
             framed.operation = named.operation;
             framed.propagated = named.propagated;
         } else if kind == Kind::Return {

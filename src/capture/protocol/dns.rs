@@ -187,6 +187,25 @@ impl Protocol for DnsOverTcp {
     }
 }
 
+/// DNS in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Dns,
+    label: "dns",
+    ports: &[53, 5353],
+    client_first: |first| first.len() >= 14,
+    guess: None,
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| Some("dns"),
+    tcp: || Box::new(super::delimited::Delimited::new(DnsOverTcp)),
+    udp: super::registry::OverUdp::ById {
+        message: |payload| message(payload).map(|(id, reply)| (u32::from(id), !reply)),
+        operation: question_type,
+        status: response_status,
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -317,6 +317,21 @@ impl Protocol for Http {
     }
 }
 
+/// HTTP/1.x in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Http,
+    label: "http",
+    ports: &[80, 8000, 8008, 8080, 8081, 8888, 3128],
+    client_first: looks_like_request,
+    guess: Some(1),
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| Some("http"),
+    tcp: || Box::new(super::delimited::Delimited::new(Http::default())),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -801,6 +801,30 @@ impl Framer for Http2 {
     }
 }
 
+/// HTTP/2 in the registry. Calls named by a path with no method are gRPC's.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Http2,
+    label: "http2",
+    // gRPC's customary port.
+    ports: &[50051],
+    client_first: looks_like_frames,
+    guess: None,
+    // The preface or an h2c upgrade is unmistakable, on any port (an upgrade request
+    // would otherwise pass for HTTP/1.1 on port 80).
+    unmistakable: Some(looks_like_start),
+    server_first: None,
+    broker: false,
+    system: |operation| {
+        Some(if operation.contains(' ') {
+            "http"
+        } else {
+            "grpc"
+        })
+    },
+    tcp: || Box::new(Http2::default()),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

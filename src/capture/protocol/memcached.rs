@@ -372,6 +372,21 @@ impl Protocol for Memcached {
     }
 }
 
+/// memcached in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Memcached,
+    label: "memcached",
+    ports: &[11211],
+    client_first: looks_like_request,
+    guess: Some(4),
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| Some("memcached"),
+    tcp: || Box::new(super::delimited::Delimited::new(Memcached)),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

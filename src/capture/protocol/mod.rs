@@ -11,15 +11,20 @@
 //! whole message ends and what it means. The protocols with real framing (HTTP/1.x,
 //! DNS, ONC RPC, Redis RESP, PostgreSQL, memcached, MySQL) implement only that question.
 
+pub mod amqp;
 pub mod delimited;
 pub mod dns;
 pub mod http;
 pub mod http2;
+pub mod kafka;
 pub mod memcached;
+pub mod mqtt;
 pub mod mysql;
+pub mod nats;
 pub mod onc_rpc;
 pub mod postgres;
 pub mod propagation;
+pub mod registry;
 pub mod resp;
 pub mod thrift;
 pub mod tls;
@@ -28,6 +33,7 @@ pub mod udp;
 
 pub use crate::trace::Status;
 use crate::trace::{Kind, Nanos};
+pub use registry::{ProtocolName, Spec};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -276,162 +282,6 @@ pub struct Label<'b> {
     pub propagated: Option<String>,
 }
 
-/// The protocols a connection or port can be read as.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum ProtocolName {
-    /// Generic request/response by turns on TCP.
-    Tcp,
-    /// HTTP/1.x.
-    Http,
-    /// HTTP/2 in cleartext, gRPC included: every stream a call.
-    Http2,
-    /// DNS over UDP or TCP.
-    Dns,
-    /// ONC RPC (Sun RPC) over TCP or UDP.
-    OncRpc,
-    /// Redis RESP.
-    Redis,
-    /// PostgreSQL frontend/backend protocol.
-    Postgres,
-    /// memcached, text and binary.
-    Memcached,
-    /// MySQL and MariaDB.
-    Mysql,
-    /// Apache Thrift: binary and compact protocols, framed or not.
-    Thrift,
-    /// TLS, read by turns (what is inside cannot be parsed without the keys).
-    Tls,
-    /// Generic UDP request/response by port pair.
-    Udp,
-    /// One-way stream: every segment or datagram is a free-form message.
-    Stream,
-}
-
-impl ProtocolName {
-    /// Every protocol, for `--help` and errors.
-    pub const ALL: [ProtocolName; 13] = [
-        ProtocolName::Tcp,
-        ProtocolName::Http,
-        ProtocolName::Http2,
-        ProtocolName::Dns,
-        ProtocolName::OncRpc,
-        ProtocolName::Redis,
-        ProtocolName::Postgres,
-        ProtocolName::Memcached,
-        ProtocolName::Mysql,
-        ProtocolName::Thrift,
-        ProtocolName::Tls,
-        ProtocolName::Udp,
-        ProtocolName::Stream,
-    ];
-
-    /// The name used on the command line and in summaries.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolName::Tcp => "tcp",
-            ProtocolName::Http => "http",
-            ProtocolName::Http2 => "http2",
-            ProtocolName::Dns => "dns",
-            ProtocolName::OncRpc => "onc-rpc",
-            ProtocolName::Redis => "redis",
-            ProtocolName::Postgres => "postgres",
-            ProtocolName::Memcached => "memcached",
-            ProtocolName::Mysql => "mysql",
-            ProtocolName::Thrift => "thrift",
-            ProtocolName::Tls => "tls",
-            ProtocolName::Udp => "udp",
-            ProtocolName::Stream => "stream",
-        }
-    }
-
-    /// Parses a name given on the command line.
-    pub fn parse(text: &str) -> Option<ProtocolName> {
-        Self::ALL.into_iter().find(|p| p.as_str() == text)
-    }
-
-    /// The protocol usually served on a port.
-    pub fn by_port(port: u16) -> Option<ProtocolName> {
-        Some(match port {
-            80 | 8000 | 8008 | 8080 | 8081 | 8888 | 3128 => ProtocolName::Http,
-            53 | 5353 => ProtocolName::Dns,
-            111 | 2049 => ProtocolName::OncRpc,
-            6379 => ProtocolName::Redis,
-            5432 => ProtocolName::Postgres,
-            11211 => ProtocolName::Memcached,
-            3306 => ProtocolName::Mysql,
-            9090 => ProtocolName::Thrift,
-            443 | 465 | 636 | 853 | 993 | 995 | 5671 | 6443 | 8443 => ProtocolName::Tls,
-            // gRPC's customary port.
-            50051 => ProtocolName::Http2,
-            _ => return None,
-        })
-    }
-
-    /// Whether a client's first bytes look like this protocol (the check on a choice
-    /// made by port, and the way to choose for other ports).
-    pub fn sniff(self, first: &[u8]) -> bool {
-        match self {
-            ProtocolName::Http => http::looks_like_request(first),
-            ProtocolName::Http2 => http2::looks_like_frames(first),
-            ProtocolName::Redis => resp::looks_like_request(first),
-            ProtocolName::Postgres => postgres::looks_like_client(first),
-            ProtocolName::Memcached => memcached::looks_like_request(first),
-            ProtocolName::Mysql => mysql::looks_like_command(first),
-            ProtocolName::Thrift => thrift::looks_like_call(first),
-            ProtocolName::Tls => tls::looks_like_record(first),
-            ProtocolName::OncRpc => onc_rpc::looks_like_call_record(first),
-            ProtocolName::Dns => first.len() >= 14,
-            ProtocolName::Tcp | ProtocolName::Udp | ProtocolName::Stream => true,
-        }
-    }
-
-    /// The OpenTelemetry name of the system a call of this protocol went to
-    /// (`rpc.system` or `db.system`), for the protocols that name operations; HTTP/2
-    /// calls named by a path with no method are gRPC's.
-    pub fn system(self, operation: &str) -> Option<&'static str> {
-        Some(match self {
-            ProtocolName::Http => "http",
-            ProtocolName::Http2 if operation.contains(' ') => "http",
-            ProtocolName::Http2 => "grpc",
-            ProtocolName::Mysql => "mysql",
-            ProtocolName::Postgres => "postgresql",
-            ProtocolName::Redis => "redis",
-            ProtocolName::Memcached => "memcached",
-            ProtocolName::Thrift => "apache_thrift",
-            ProtocolName::Dns => "dns",
-            _ => return None,
-        })
-    }
-
-    /// The framer for a TCP connection read as this protocol.
-    pub fn tcp_framer(self) -> Box<dyn Framer> {
-        match self {
-            ProtocolName::Tcp | ProtocolName::Udp => Box::new(turns::Turns::default()),
-            ProtocolName::Stream => Box::new(turns::Stream),
-            ProtocolName::Http => Box::new(delimited::Delimited::new(http::Http::default())),
-            ProtocolName::Http2 => Box::new(http2::Http2::default()),
-            ProtocolName::Dns => Box::new(delimited::Delimited::new(dns::DnsOverTcp)),
-            ProtocolName::OncRpc => Box::new(delimited::Delimited::new(onc_rpc::OverTcp)),
-            ProtocolName::Redis => Box::new(delimited::Delimited::new(resp::Resp)),
-            ProtocolName::Postgres => {
-                Box::new(delimited::Delimited::new(postgres::Postgres::default()))
-            }
-            ProtocolName::Memcached => Box::new(delimited::Delimited::new(memcached::Memcached)),
-            ProtocolName::Mysql => Box::new(delimited::Delimited::new(mysql::MySql::default())),
-            ProtocolName::Thrift => Box::new(delimited::Delimited::new(thrift::Thrift::default())),
-            ProtocolName::Tls => Box::new(tls::Tls::default()),
-        }
-    }
-}
-
-impl fmt::Display for ProtocolName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Finds the end of the first line (the index after its `\n`), looking at no more than
 /// `limit` bytes.
 pub(crate) fn line_end(bytes: &[u8], limit: usize) -> Option<usize> {
@@ -476,4 +326,45 @@ pub fn sql_keyword(sql: &[u8]) -> Cow<'static, str> {
     } else {
         Cow::Owned(String::from_utf8(word).expect("ASCII letters"))
     }
+}
+
+/// A broker's destination (NATS subject, MQTT topic, AMQP exchange and routing key,
+/// Kafka topic) as it goes into an operation name: tokens that name one requester or
+/// one message rather than a kind of work (inboxes, long ids, numbers) become `*`, so
+/// that a system's names stay few.
+pub(crate) fn destination(name: &[u8]) -> String {
+    const LONGEST: usize = 96;
+    let name = String::from_utf8_lossy(&name[..name.len().min(LONGEST)]);
+    let mut out = String::with_capacity(name.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        let digits = token.bytes().filter(u8::is_ascii_digit).count();
+        let one_of_many = !token.is_empty()
+            && (digits == token.len() || (token.len() >= 12 && digits > 0) || token.len() >= 20);
+        out.push_str(if one_of_many { "*" } else { token });
+        token.clear();
+    };
+    for c in name.chars() {
+        if matches!(c, '.' | '/' | ':') {
+            flush(&mut token, &mut out);
+            out.push(c);
+        } else if c.is_whitespace() || c.is_control() {
+            token.push('_');
+        } else {
+            token.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    if out.starts_with("_INBOX.") {
+        // NATS's inboxes name a requester: `_INBOX.<nuid>.<token>`.
+        return "_INBOX".to_string();
+    }
+    out
+}
+
+/// A 32-bit name for a byte string (an inbox, a reply queue), the same wherever the
+/// same bytes are read.
+pub(crate) fn id_of(bytes: &[u8]) -> u32 {
+    let digest = udp::digest(bytes);
+    (digest ^ (digest >> 32)) as u32
 }

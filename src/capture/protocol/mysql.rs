@@ -583,6 +583,22 @@ impl Protocol for MySql {
     }
 }
 
+/// MySQL and MariaDB in the registry. The server speaks first, so a port of its own
+/// is what chooses it.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Mysql,
+    label: "mysql",
+    ports: &[3306],
+    client_first: looks_like_command,
+    guess: None,
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| Some("mysql"),
+    tcp: || Box::new(super::delimited::Delimited::new(MySql::default())),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::super::delimited::Delimited;

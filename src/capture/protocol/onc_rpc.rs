@@ -70,6 +70,25 @@ impl Protocol for OverTcp {
     }
 }
 
+/// ONC RPC in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::OncRpc,
+    label: "onc-rpc",
+    ports: &[111, 2049],
+    client_first: looks_like_call_record,
+    guess: Some(6),
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| None,
+    tcp: || Box::new(super::delimited::Delimited::new(OverTcp)),
+    udp: super::registry::OverUdp::ById {
+        message,
+        operation: |_| None,
+        status: |_| super::Status::Unknown,
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

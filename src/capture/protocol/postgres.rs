@@ -234,6 +234,21 @@ impl Protocol for Postgres {
     }
 }
 
+/// PostgreSQL in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Postgres,
+    label: "postgres",
+    ports: &[5432],
+    client_first: looks_like_client,
+    guess: Some(3),
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| Some("postgresql"),
+    tcp: || Box::new(super::delimited::Delimited::new(Postgres::default())),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

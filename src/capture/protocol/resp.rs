@@ -165,6 +165,21 @@ impl Protocol for Resp {
     }
 }
 
+/// Redis in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Redis,
+    label: "redis",
+    ports: &[6379],
+    client_first: looks_like_request,
+    guess: Some(2),
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| Some("redis"),
+    tcp: || Box::new(super::delimited::Delimited::new(Resp)),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

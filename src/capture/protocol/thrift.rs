@@ -421,6 +421,21 @@ impl Protocol for Thrift {
     }
 }
 
+/// Apache Thrift in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Thrift,
+    label: "thrift",
+    ports: &[9090],
+    client_first: looks_like_call,
+    guess: Some(5),
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| Some("apache_thrift"),
+    tcp: || Box::new(super::delimited::Delimited::new(Thrift::default())),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::super::delimited::Delimited;
@@ -513,7 +528,8 @@ mod tests {
                     (Kind::Call, "getPost".into(), Status::Unknown),
                     (Kind::Return, String::new(), Status::Ok),
                     (Kind::Return, String::new(), Status::Failed(0)),
-                    (Kind::Free, String::new(), Status::Unknown),
+                    // A oneway call is named by its method too.
+                    (Kind::Free, "log".into(), Status::Unknown),
                 ],
                 "framed {wrap}"
             );

@@ -40,6 +40,21 @@ impl Framer for Tls {
     }
 }
 
+/// TLS in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Tls,
+    label: "tls",
+    ports: &[443, 465, 636, 853, 993, 995, 5671, 6443, 8443],
+    client_first: looks_like_record,
+    guess: Some(0),
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| None,
+    tcp: || Box::new(Tls::default()),
+    udp: super::registry::OverUdp::Generic,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

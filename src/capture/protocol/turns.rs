@@ -86,6 +86,36 @@ impl Framer for Stream {
     fn close(&mut self, _out: &mut Output) {}
 }
 
+/// Generic request/response by turns in the registry (on UDP, by port pair).
+pub const TCP: super::Spec = super::Spec {
+    name: super::ProtocolName::Tcp,
+    label: "tcp",
+    ports: &[],
+    client_first: |_| true,
+    guess: None,
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| None,
+    tcp: || Box::new(Turns::default()),
+    udp: super::registry::OverUdp::Generic,
+};
+
+/// One-way streams in the registry.
+pub const STREAM: super::Spec = super::Spec {
+    name: super::ProtocolName::Stream,
+    label: "stream",
+    ports: &[],
+    client_first: |_| true,
+    guess: None,
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| None,
+    tcp: || Box::new(Stream),
+    udp: super::registry::OverUdp::Free,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

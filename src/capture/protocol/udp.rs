@@ -3,7 +3,8 @@
 //! timeout; a request never answered is a free-form message); streams as free-form
 //! messages.
 
-use super::{dns, onc_rpc, CallKey, Framed, Output, ProtocolName, Side};
+use super::registry::OverUdp;
+use super::{CallKey, Framed, Output, ProtocolName, Side};
 use crate::trace::{Kind, Nanos};
 use std::collections::VecDeque;
 
@@ -42,14 +43,17 @@ impl UdpPair {
         let push = |out: &mut Output, from, kind, key| {
             out.messages.push(Framed::new(from, kind, key, time, time))
         };
-        let by_id = match self.protocol {
-            ProtocolName::Dns => dns::message(payload).map(|(id, reply)| (u32::from(id), !reply)),
-            ProtocolName::OncRpc => onc_rpc::message(payload),
-            ProtocolName::Stream => {
+        let (message, operation, status) = match self.protocol.spec().udp {
+            OverUdp::ById {
+                message,
+                operation,
+                status,
+            } => (message, operation, status),
+            OverUdp::Free => {
                 push(out, from, Kind::Free, CallKey::Digest(digest(payload)));
                 return;
             }
-            _ => {
+            OverUdp::Pairs | OverUdp::Generic => {
                 self.expire(time, out);
                 match from {
                     Side::Client => self
@@ -72,12 +76,12 @@ impl UdpPair {
                 return;
             }
         };
-        let dns = self.protocol == ProtocolName::Dns;
+        let by_id = message(payload);
         match by_id {
             Some((id, true)) => {
                 self.open_ids.push(id);
                 push(out, from, Kind::Call, CallKey::Id(id));
-                if let Some(name) = dns.then(|| dns::question_type(payload)).flatten() {
+                if let Some(name) = operation(payload) {
                     let operation = out.operation(&name);
                     out.messages.last_mut().expect("just pushed").operation = operation;
                 }
@@ -86,10 +90,7 @@ impl UdpPair {
                 Some(index) => {
                     self.open_ids.swap_remove(index);
                     push(out, from, Kind::Return, CallKey::Id(id));
-                    if dns {
-                        out.messages.last_mut().expect("just pushed").status =
-                            dns::response_status(payload);
-                    }
+                    out.messages.last_mut().expect("just pushed").status = status(payload);
                 }
                 None => {
                     out.problems
@@ -121,6 +122,21 @@ impl UdpPair {
         self.expire(Nanos::MAX, out);
     }
 }
+
+/// The generic UDP rule in the registry (on TCP, the generic rule by turns).
+pub const SPEC: super::Spec = super::Spec {
+    name: ProtocolName::Udp,
+    label: "udp",
+    ports: &[],
+    client_first: |_| true,
+    guess: None,
+    unmistakable: None,
+    server_first: None,
+    broker: false,
+    system: |_| None,
+    tcp: || Box::new(super::turns::Turns::default()),
+    udp: super::registry::OverUdp::Pairs,
+};
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,709 @@
+//! The Apache Kafka protocol: size-prefixed requests (API key, version, correlation id)
+//! answered by responses carrying the correlation id. A `Produce` is a publish: a call
+//! the broker answers once the records are written (with `acks=0`, one-way). A
+//! `Fetch` response that brings records is a delivery, one-way from the broker: a
+//! consumer's fetches are long polls, and the request says nothing of what will come.
+//! Fetches that bring nothing, and every other API (metadata, API versions, the group
+//! protocol, offset commits), are housekeeping. Topics name the operations; a record
+//! header carries the request id. Owns Kafka framing; linking a delivery to its
+//! publish is not its job.
+
+use super::{destination, propagation, Label, Meaning, Protocol, Side, Status, Step};
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+/// Largest request or response accepted (the broker's `socket.request.max.bytes` is
+/// 100 MiB by default).
+const MAX_SIZE: usize = 128 * 1024 * 1024;
+/// A fetch response longer than this is taken to bring records without reading it all.
+const MAX_HELD: usize = 1024 * 1024;
+/// Requests remembered while their responses are awaited.
+const MAX_OPEN: usize = 4096;
+
+const PRODUCE: i16 = 0;
+const FETCH: i16 = 1;
+/// The highest API key known (anything above is not Kafka).
+const MAX_API_KEY: i16 = 90;
+
+/// Whether a client's first bytes look like a Kafka request: a size, a known API key,
+/// a version, a correlation id and a client id that fits.
+pub fn looks_like_request(bytes: &[u8]) -> bool {
+    let Some(head) = bytes.get(..14) else {
+        return false;
+    };
+    let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+    let api_key = i16::from_be_bytes([head[4], head[5]]);
+    let version = i16::from_be_bytes([head[6], head[7]]);
+    let client_id = i16::from_be_bytes([head[12], head[13]]);
+    (10..MAX_SIZE as i32).contains(&size)
+        && (0..=MAX_API_KEY).contains(&api_key)
+        && (0..=20).contains(&version)
+        && client_id >= -1
+        && i32::from(client_id) + 10 <= size
+}
+
+/// A request awaiting its response.
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    correlation: i32,
+    api_key: i16,
+    version: i16,
+}
+
+/// The state of one Kafka connection: the requests awaiting responses.
+#[derive(Debug, Default)]
+pub struct Kafka {
+    asked: VecDeque<Asked>,
+    /// What the response being cut answers (set by [`Protocol::next`] for
+    /// [`Protocol::label`]).
+    answering: Option<Asked>,
+}
+
+/// Whether an API's version uses the flexible (compact, tagged) encoding.
+fn flexible(api_key: i16, version: i16) -> bool {
+    match api_key {
+        PRODUCE => version >= 9,
+        FETCH => version >= 12,
+        _ => false,
+    }
+}
+
+/// A cursor over Kafka's encodings.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let taken = self.0.get(..n)?;
+        self.0 = &self.0[n..];
+        Some(taken)
+    }
+    fn i16(&mut self) -> Option<i16> {
+        self.take(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
+    }
+    fn i32(&mut self) -> Option<i32> {
+        self.take(4)
+            .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")))
+    }
+    fn unsigned_varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.take(1)?.first()?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    fn varint(&mut self) -> Option<i64> {
+        let raw = self.unsigned_varint()?;
+        Some((raw >> 1) as i64 ^ -((raw & 1) as i64))
+    }
+    /// A (nullable) string or bytes: compact (length + 1 as a varint) or not (i16 for
+    /// strings, i32 for bytes).
+    fn bytes(&mut self, compact: bool, long: bool) -> Option<&'a [u8]> {
+        let len = if compact {
+            self.unsigned_varint()? as i64 - 1
+        } else if long {
+            i64::from(self.i32()?)
+        } else {
+            i64::from(self.i16()?)
+        };
+        if len < 0 {
+            return Some(&[]);
+        }
+        self.take(usize::try_from(len).ok()?)
+    }
+    fn array_len(&mut self, compact: bool) -> Option<usize> {
+        let len = if compact {
+            self.unsigned_varint()? as i64 - 1
+        } else {
+            i64::from(self.i32()?)
+        };
+        usize::try_from(len.max(0)).ok()
+    }
+    fn tagged_fields(&mut self) -> Option<()> {
+        for _ in 0..self.unsigned_varint()? {
+            self.unsigned_varint()?;
+            let size = self.unsigned_varint()?;
+            self.take(usize::try_from(size).ok()?)?;
+        }
+        Some(())
+    }
+}
+
+/// A produce request's first topic and its first records, after the request header.
+fn produce_topic(body: &[u8], version: i16) -> Option<(&[u8], &[u8])> {
+    let compact = flexible(PRODUCE, version);
+    let mut reader = Reader(body);
+    if version >= 3 {
+        reader.bytes(compact, false)?; // transactional id
+    }
+    reader.i16()?; // acks
+    reader.i32()?; // timeout
+    if reader.array_len(compact)? == 0 {
+        return None;
+    }
+    let topic = reader.bytes(compact, false)?;
+    if reader.array_len(compact)? == 0 {
+        return Some((topic, &[]));
+    }
+    reader.i32()?; // partition
+    let records = reader.bytes(compact, true).unwrap_or(&[]);
+    Some((topic, records))
+}
+
+/// A produce request's acks (0: no response will come).
+fn produce_acks(body: &[u8], version: i16) -> Option<i16> {
+    let mut reader = Reader(body);
+    if version >= 3 {
+        reader.bytes(flexible(PRODUCE, version), false)?;
+    }
+    reader.i16()
+}
+
+/// A topic's records in a fetch response.
+struct Records<'a> {
+    topic: &'a [u8],
+    /// Its record batches, and what follows them in the response.
+    batches: &'a [u8],
+}
+
+/// What a fetch response brings, read as far as `body` goes: its first topic with
+/// records and those records; `Ok(None)` if it brings none; `Err` if `body` ends
+/// before that can be told.
+fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
+    let compact = flexible(FETCH, version);
+    let mut reader = Reader(body);
+    // Positions in `body`, not slices, so the closure borrows only the reader.
+    let at = |reader: &Reader<'_>| body.len() - reader.0.len();
+    let read = |reader: &mut Reader<'_>| -> Option<Option<(usize, usize, usize)>> {
+        if version >= 1 {
+            reader.i32()?; // throttle time
+        }
+        if version >= 7 {
+            reader.i16()?; // error
+            reader.i32()?; // session
+        }
+        for _ in 0..reader.array_len(compact)? {
+            let topic_len = if version >= 13 {
+                reader.take(16)?.len() // topic id
+            } else {
+                reader.bytes(compact, false)?.len()
+            };
+            let topic_at = at(reader) - topic_len;
+            for _ in 0..reader.array_len(compact)? {
+                reader.take(4 + 2 + 8)?; // partition, error, high watermark
+                if version >= 4 {
+                    reader.take(8)?; // last stable offset
+                }
+                if version >= 5 {
+                    reader.take(8)?; // log start offset
+                }
+                if version >= 4 {
+                    for _ in 0..reader.array_len(compact)? {
+                        reader.take(16)?;
+                        if compact {
+                            reader.tagged_fields()?;
+                        }
+                    }
+                }
+                if version >= 11 {
+                    reader.i32()?; // preferred read replica
+                }
+                let records = reader.bytes(compact, true)?.len();
+                // A record batch's header alone is 61 bytes.
+                if records >= 61 {
+                    return Some(Some((topic_at, topic_len, at(reader) - records)));
+                }
+                if compact {
+                    reader.tagged_fields()?;
+                }
+            }
+            if compact {
+                reader.tagged_fields()?;
+            }
+        }
+        Some(None)
+    };
+    match read(&mut reader) {
+        None => Err(()),
+        Some(None) => Ok(None),
+        Some(Some((topic_at, topic_len, records_at))) => Ok(Some(Records {
+            topic: &body[topic_at..topic_at + topic_len],
+            batches: &body[records_at..],
+        })),
+    }
+}
+
+/// The request id in the first record's headers of the first record batch of
+/// `records`, where the batch is not compressed.
+fn record_headers_id(records: &[u8]) -> Option<String> {
+    // base offset (8), batch length (4), leader epoch (4), magic (1), crc (4),
+    // attributes (2), last offset delta (4), first and max timestamps (16), producer
+    // id (8), producer epoch (2), base sequence (4), record count (4).
+    let magic = *records.get(16)?;
+    let attributes = i16::from_be_bytes([*records.get(21)?, *records.get(22)?]);
+    if magic != 2 || attributes & 0x7 != 0 {
+        return None;
+    }
+    let mut reader = Reader(records.get(61..)?);
+    reader.varint()?; // record length
+    reader.take(1)?; // attributes
+    reader.varint()?; // timestamp delta
+    reader.varint()?; // offset delta
+    for _ in 0..2 {
+        let len = reader.varint()?; // key, then value
+        if len > 0 {
+            reader.take(usize::try_from(len).ok()?)?;
+        }
+    }
+    let mut best = propagation::Best::default();
+    for _ in 0..reader.varint()?.clamp(0, 64) {
+        let name_len = usize::try_from(reader.varint()?).ok()?;
+        let name = reader.take(name_len)?;
+        let value_len = reader.varint()?;
+        let value = if value_len > 0 {
+            reader.take(usize::try_from(value_len).ok()?)?
+        } else {
+            &[]
+        };
+        best.field(name, value);
+    }
+    best.id()
+}
+
+/// The request header's length (after the size): API key, version, correlation id,
+/// client id, and for flexible versions the tagged fields.
+fn request_header_len(message: &[u8], api_key: i16, version: i16) -> Option<usize> {
+    let mut reader = Reader(message.get(8..)?);
+    reader.bytes(false, false)?;
+    if flexible(api_key, version) {
+        reader.tagged_fields()?;
+    }
+    Some(message.len() - reader.0.len())
+}
+
+/// The response header's length (after the size).
+fn response_header_len(asked: Asked) -> usize {
+    // The correlation id, and for flexible versions an (almost always empty) tag list.
+    4 + usize::from(flexible(asked.api_key, asked.version))
+}
+
+impl Protocol for Kafka {
+    fn next(&mut self, from: Side, bytes: &[u8]) -> Step {
+        let Some(head) = bytes.get(..4) else {
+            return Step::NeedMore;
+        };
+        let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let Ok(size) = usize::try_from(size) else {
+            return Step::Invalid;
+        };
+        if !(4..=MAX_SIZE).contains(&size) {
+            return Step::Invalid;
+        }
+        let len = 4 + size;
+        let message = &bytes[4..bytes.len().min(len)];
+        match from {
+            Side::Client => {
+                let Some(head) = message.get(..8) else {
+                    return Step::NeedMore;
+                };
+                let api_key = i16::from_be_bytes([head[0], head[1]]);
+                let version = i16::from_be_bytes([head[2], head[3]]);
+                let correlation = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+                if !(0..=MAX_API_KEY).contains(&api_key) || version < 0 {
+                    return Step::Invalid;
+                }
+                let meaning = if api_key == PRODUCE {
+                    let body = request_header_len(message, api_key, version)
+                        .and_then(|at| produce_acks(&message[at..], version));
+                    match body {
+                        Some(0) => Meaning::OneWay,
+                        Some(_) => Meaning::Request(Some(correlation as u32)),
+                        None if message.len() < size => return Step::NeedMore,
+                        None => return Step::Invalid,
+                    }
+                } else {
+                    Meaning::Housekeeping
+                };
+                if meaning != Meaning::OneWay {
+                    if self.asked.len() == MAX_OPEN {
+                        self.asked.pop_front();
+                    }
+                    self.asked.push_back(Asked {
+                        correlation,
+                        api_key,
+                        version,
+                    });
+                }
+                Step::Message { len, meaning }
+            }
+            Side::Server => {
+                let Some(head) = message.get(..4) else {
+                    return Step::NeedMore;
+                };
+                let correlation = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+                let Some(index) = self
+                    .asked
+                    .iter()
+                    .position(|asked| asked.correlation == correlation)
+                else {
+                    // Answers a request this capture did not see.
+                    return Step::Message {
+                        len,
+                        meaning: Meaning::Housekeeping,
+                    };
+                };
+                let asked = self.asked[index];
+                let meaning = match asked.api_key {
+                    PRODUCE => Meaning::Reply(Some(correlation as u32)),
+                    FETCH => {
+                        let body = message.get(response_header_len(asked)..).unwrap_or(&[]);
+                        match fetch_records(body, asked.version) {
+                            Ok(Some(_)) => Meaning::OneWay,
+                            Ok(None) => Meaning::Housekeeping,
+                            Err(()) if message.len() >= size => Meaning::Housekeeping,
+                            Err(()) if size > MAX_HELD => Meaning::OneWay,
+                            Err(()) => return Step::NeedMore,
+                        }
+                    }
+                    _ => Meaning::Housekeeping,
+                };
+                self.asked.remove(index);
+                self.answering = Some(asked);
+                Step::Message { len, meaning }
+            }
+        }
+    }
+
+    fn could_start(&self, from: Side, bytes: &[u8]) -> bool {
+        match from {
+            Side::Client => looks_like_request(bytes),
+            Side::Server => bytes.get(..8).is_some_and(|head| {
+                let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+                let correlation = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+                (4..MAX_SIZE as i32).contains(&size)
+                    && self
+                        .asked
+                        .iter()
+                        .any(|asked| asked.correlation == correlation)
+            }),
+        }
+    }
+
+    fn label<'b>(&mut self, from: Side, meaning: Meaning, head: &'b [u8]) -> Label<'b> {
+        let message = head.get(4..).unwrap_or(&[]);
+        let named = |verb: &str, topic: &[u8], records: &[u8]| Label {
+            operation: Some(Cow::Owned(format!("{verb} {}", destination(topic)))),
+            status: Status::Unknown,
+            propagated: record_headers_id(records),
+        };
+        match (from, meaning) {
+            (Side::Client, Meaning::Request(_) | Meaning::OneWay) => {
+                let Some(version) = message.get(2..4).map(|v| i16::from_be_bytes([v[0], v[1]]))
+                else {
+                    return Label::default();
+                };
+                let topic = request_header_len(message, PRODUCE, version)
+                    .and_then(|at| produce_topic(&message[at..], version));
+                match topic {
+                    Some((topic, records)) => named("publish", topic, records),
+                    None => named("publish", b"", &[]),
+                }
+            }
+            (Side::Server, Meaning::Reply(_)) => {
+                let answering = self.answering.take();
+                let error = answering.and_then(|asked| {
+                    let body = message.get(response_header_len(asked)..)?;
+                    produce_error(body, asked.version)
+                });
+                Label {
+                    status: match error {
+                        Some(0) => Status::Ok,
+                        Some(code) => Status::Failed(u32::from(code.unsigned_abs())),
+                        None => Status::Unknown,
+                    },
+                    ..Label::default()
+                }
+            }
+            (Side::Server, Meaning::OneWay) => {
+                let Some(asked) = self.answering.take() else {
+                    return Label::default();
+                };
+                let body = message.get(response_header_len(asked)..).unwrap_or(&[]);
+                match fetch_records(body, asked.version) {
+                    // From version 13 a topic is named by its id, which says nothing.
+                    Ok(Some(records)) if asked.version < 13 => {
+                        named("deliver", records.topic, records.batches)
+                    }
+                    Ok(Some(records)) => named("deliver", b"", records.batches),
+                    _ => named("deliver", b"", &[]),
+                }
+            }
+            _ => {
+                self.answering = None;
+                Label::default()
+            }
+        }
+    }
+}
+
+/// The first partition's error code in a produce response.
+fn produce_error(body: &[u8], version: i16) -> Option<i16> {
+    let compact = flexible(PRODUCE, version);
+    let mut reader = Reader(body);
+    if reader.array_len(compact)? == 0 {
+        return None;
+    }
+    reader.bytes(compact, false)?;
+    if reader.array_len(compact)? == 0 {
+        return None;
+    }
+    reader.i32()?;
+    reader.i16()
+}
+
+/// Kafka in the registry.
+pub const SPEC: super::Spec = super::Spec {
+    name: super::ProtocolName::Kafka,
+    label: "kafka",
+    ports: &[9092],
+    client_first: looks_like_request,
+    guess: Some(9),
+    unmistakable: None,
+    server_first: None,
+    broker: true,
+    system: |_| Some("kafka"),
+    tcp: || Box::new(super::delimited::Delimited::new(Kafka::default())),
+    udp: super::registry::OverUdp::Generic,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::super::delimited::Delimited;
+    use super::super::{Chunk, Framer, Output};
+    use super::*;
+
+    fn zigzag(value: i64, out: &mut Vec<u8>) {
+        let mut raw = ((value << 1) ^ (value >> 63)) as u64;
+        loop {
+            let byte = (raw & 0x7f) as u8;
+            raw >>= 7;
+            out.push(if raw > 0 { byte | 0x80 } else { byte });
+            if raw == 0 {
+                break;
+            }
+        }
+    }
+
+    /// A record batch (magic 2, uncompressed) of one record with a request id header.
+    fn batch(value: &[u8], id: &[u8]) -> Vec<u8> {
+        let mut record = vec![0];
+        zigzag(0, &mut record); // timestamp delta
+        zigzag(0, &mut record); // offset delta
+        zigzag(-1, &mut record); // no key
+        zigzag(value.len() as i64, &mut record);
+        record.extend_from_slice(value);
+        zigzag(1, &mut record);
+        zigzag(12, &mut record);
+        record.extend_from_slice(b"X-Request-Id");
+        zigzag(id.len() as i64, &mut record);
+        record.extend_from_slice(id);
+        let mut batch = 0i64.to_be_bytes().to_vec();
+        batch.extend_from_slice(&0i32.to_be_bytes()); // length: not checked
+        batch.extend_from_slice(&0i32.to_be_bytes());
+        batch.push(2);
+        batch.extend_from_slice(&[0; 4]); // crc
+        batch.extend_from_slice(&[0; 2]); // attributes
+        batch.extend_from_slice(&[0; 4 + 8 + 8 + 8 + 2 + 4]);
+        batch.extend_from_slice(&1i32.to_be_bytes());
+        zigzag(record.len() as i64, &mut batch);
+        batch.extend_from_slice(&record);
+        batch
+    }
+
+    fn string(text: &[u8]) -> Vec<u8> {
+        let mut bytes = (text.len() as i16).to_be_bytes().to_vec();
+        bytes.extend_from_slice(text);
+        bytes
+    }
+
+    fn sized(body: Vec<u8>) -> Vec<u8> {
+        let mut bytes = (body.len() as i32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&body);
+        bytes
+    }
+
+    fn request(api_key: i16, version: i16, correlation: i32, body: &[u8]) -> Vec<u8> {
+        let mut bytes = api_key.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&version.to_be_bytes());
+        bytes.extend_from_slice(&correlation.to_be_bytes());
+        bytes.extend_from_slice(&string(b"aiokafka-0.12"));
+        bytes.extend_from_slice(body);
+        sized(bytes)
+    }
+
+    fn response(correlation: i32, body: &[u8]) -> Vec<u8> {
+        let mut bytes = correlation.to_be_bytes().to_vec();
+        bytes.extend_from_slice(body);
+        sized(bytes)
+    }
+
+    /// A produce request (v7) of one batch to `topic`, partition 0.
+    fn produce(correlation: i32, acks: i16, topic: &[u8], records: &[u8]) -> Vec<u8> {
+        let mut body = (-1i16).to_be_bytes().to_vec(); // no transactional id
+        body.extend_from_slice(&acks.to_be_bytes());
+        body.extend_from_slice(&30_000i32.to_be_bytes());
+        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&string(topic));
+        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&0i32.to_be_bytes());
+        body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+        body.extend_from_slice(records);
+        request(PRODUCE, 7, correlation, &body)
+    }
+
+    fn produce_response(correlation: i32, topic: &[u8], error: i16) -> Vec<u8> {
+        let mut body = 1i32.to_be_bytes().to_vec();
+        body.extend_from_slice(&string(topic));
+        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&0i32.to_be_bytes());
+        body.extend_from_slice(&error.to_be_bytes());
+        body.extend_from_slice(&[0; 8 + 8 + 8 + 4]);
+        response(correlation, &body)
+    }
+
+    /// A fetch response (v4) for `topic` bringing `records` (maybe none).
+    fn fetch_response(correlation: i32, topic: &[u8], records: &[u8]) -> Vec<u8> {
+        let mut body = 0i32.to_be_bytes().to_vec(); // throttle
+        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&string(topic));
+        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&[0; 4 + 2 + 8 + 8]); // partition, error, watermark, lso
+        body.extend_from_slice(&(-1i32).to_be_bytes()); // no aborted transactions
+        body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+        body.extend_from_slice(records);
+        response(correlation, &body)
+    }
+
+    fn fetch(correlation: i32) -> Vec<u8> {
+        request(FETCH, 4, correlation, &[0; 24])
+    }
+
+    fn run(conversation: &[(Side, Vec<u8>)]) -> Output {
+        let mut framer = Delimited::new(Kafka::default());
+        let mut out = Output::default();
+        let mut seq = [0u32; 2];
+        for (time, (side, bytes)) in conversation.iter().enumerate() {
+            let index = *side as usize;
+            framer.data(
+                *side,
+                Chunk {
+                    time: time as i64 * 1000,
+                    seq: seq[index],
+                    bytes,
+                },
+                &mut out,
+            );
+            seq[index] = seq[index].wrapping_add(bytes.len() as u32);
+        }
+        framer.close(&mut out);
+        out
+    }
+
+    fn described(out: &Output) -> Vec<String> {
+        out.messages
+            .iter()
+            .map(|m| {
+                let mut text = format!(
+                    "{:?} {:?} {} {:?}",
+                    m.from,
+                    m.kind,
+                    out.name_of(m.operation),
+                    m.status
+                );
+                if let Some(id) = out.propagated.get(m.propagated.0 as usize) {
+                    text += &format!(" id={id}");
+                }
+                text
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_produce_is_a_call_and_a_fetch_bringing_records_a_delivery() {
+        let records = batch(b"{\"order\":1}", b"r-9");
+        let producer = run(&[
+            (Side::Client, request(18, 0, 1, &[])),
+            (Side::Server, response(1, &[0, 0, 0, 0, 0, 0])),
+            (Side::Client, produce(2, 1, b"orders", &records)),
+            (Side::Client, produce(3, 0, b"orders", &records)),
+            (Side::Server, produce_response(2, b"orders", 0)),
+        ]);
+        assert_eq!(
+            described(&producer),
+            [
+                "Client Call publish orders Unknown id=r-9",
+                "Client Free publish orders Unknown id=r-9",
+                "Server Return  Ok",
+            ]
+        );
+        assert_eq!(producer.housekeeping.len(), 2);
+        let consumer = run(&[
+            (Side::Client, fetch(7)),
+            (Side::Server, fetch_response(7, b"orders", &[])),
+            (Side::Client, fetch(8)),
+            (Side::Server, fetch_response(8, b"orders", &records)),
+        ]);
+        assert_eq!(
+            described(&consumer),
+            ["Server Free deliver orders Unknown id=r-9"]
+        );
+        // Both fetches and the empty answer.
+        assert_eq!(consumer.housekeeping.len(), 3);
+        assert!(consumer.problems.is_empty(), "{:?}", consumer.problems);
+    }
+
+    #[test]
+    fn a_response_split_anywhere_is_cut_whole() {
+        let records = batch(b"v", b"r-1");
+        let answer = fetch_response(8, b"orders", &records);
+        for cut in 1..answer.len() {
+            let out = run(&[
+                (Side::Client, fetch(8)),
+                (Side::Server, answer[..cut].to_vec()),
+                (Side::Server, answer[cut..].to_vec()),
+            ]);
+            assert_eq!(
+                described(&out),
+                ["Server Free deliver orders Unknown id=r-1"],
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_produce_says_so_and_what_is_not_kafka_is_refused() {
+        let out = run(&[
+            (Side::Client, produce(5, -1, b"orders", &[])),
+            (Side::Server, produce_response(5, b"orders", 6)),
+        ]);
+        assert_eq!(
+            described(&out),
+            [
+                "Client Call publish orders Unknown",
+                "Server Return  Failed(6)"
+            ]
+        );
+        let mut kafka = Kafka::default();
+        for bytes in [
+            &[0xff, 0, 0, 0][..],
+            &[0, 0, 0, 8, 0x7f, 0, 0, 0, 0, 0, 0, 1],
+        ] {
+            assert_eq!(kafka.next(Side::Client, bytes), Step::Invalid, "{bytes:?}");
+        }
+        assert!(looks_like_request(&fetch(1)));
+        assert!(!looks_like_request(b"GET / HTTP/1.1\r\n"));
+    }
+}

@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod align;
+pub mod brokers;
 pub mod capture;
 pub mod compare;
 pub mod convolution;

@@ -88,6 +88,7 @@ impl<'a> EndWriter<'a> {
                     .map(String::as_str),
                 status: framed.status,
                 transit: super::naming::transit(message),
+                content: framed.content.0,
             });
         }
     }

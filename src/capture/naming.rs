@@ -167,6 +167,7 @@ impl<F: Fn(SocketAddr, bool) -> String> Adder<'_, F> {
                     }
                 }
                 builder.status(call_id, framed.status);
+                builder.set_content(call_id, framed.kind, framed.content.0);
                 if let Some(request) = capture.propagated.get(framed.propagated.0 as usize) {
                     let id = *self.propagated_ids[framed.propagated.0 as usize]
                         .get_or_insert_with(|| builder.propagated_id(request));

@@ -651,6 +651,8 @@ fn finish(builder: TraceBuilder, options: &InputOptions, mut input: Input) -> In
             report: repair::repair(&mut input.trace, repair_options),
         });
     }
+    // After the repair: the time in a broker is read from the final times.
+    input.trace.stats.brokers = crate::brokers::follow(&input.trace).brokers;
     input
 }
 

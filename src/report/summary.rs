@@ -20,6 +20,27 @@ pub fn write(
     write_nesting(nest, patterns, out)
 }
 
+/// Writes what a broker's deliveries were linked to.
+fn write_broker(broker: &crate::trace::BrokerHops, out: &mut dyn Write) -> io::Result<()> {
+    use crate::trace::time::human_duration;
+    use crate::words::counted_as;
+    let share = 100.0 * broker.linked as f64 / broker.deliveries.max(1) as f64;
+    let by = match broker.through_its_capture {
+        n if n == broker.linked => "all through its own capture".to_string(),
+        0 => "all by the payloads at the producers' and consumers' ends".to_string(),
+        n => format!("{n} through its own capture, the rest by the payloads at the ends"),
+    };
+    writeln!(
+        out,
+        "broker {}: {} sent, {} linked to the message that brought it in ({share:.1}%; {by}); time in the broker p50 {}, p99 {}",
+        broker.broker,
+        counted_as(broker.deliveries, "delivery", "deliveries"),
+        broker.linked,
+        human_duration(broker.in_broker_p50_ns as f64),
+        human_duration(broker.in_broker_p99_ns as f64),
+    )
+}
+
 /// Writes the line that says what was read: lines, packets, files, and the messages
 /// they made.
 pub fn write_input(
@@ -96,7 +117,11 @@ pub fn write_input(
         } else {
             String::new()
         },
-    )
+    )?;
+    for broker in &input.brokers {
+        write_broker(broker, out)?;
+    }
+    Ok(())
 }
 
 /// Writes what pairing set aside and what nesting found.

@@ -33,6 +33,8 @@ struct OwnedEnd {
     status: Status,
     /// One plus its transit's index in the block's, or 0 for none.
     transit: u32,
+    /// What a broker message carried (0: none).
+    content: u64,
 }
 
 impl EndBlock {
@@ -95,6 +97,7 @@ impl EndBlock {
                     u32::try_from(self.transits.len()).expect("a block under 4 G ends")
                 }
             },
+            content: fields.content,
         });
     }
 
@@ -123,6 +126,7 @@ impl EndBlock {
                 0 => Transit::NONE,
                 at => self.transits[at as usize - 1].transit(),
             },
+            content: end.content,
         }
     }
 
@@ -170,6 +174,7 @@ mod tests {
             propagated: Some(""),
             status: Status::Unknown,
             transit: Transit::NONE,
+            content: 0,
         };
         let two = LineFields {
             time: 7,
@@ -187,6 +192,7 @@ mod tests {
                 held: 8,
                 why: Some(super::super::Held::Nagle),
             },
+            content: 0x1234,
         };
         let mut block = EndBlock::default();
         block.push(&one);

@@ -314,6 +314,30 @@ pub struct InputStats {
     /// trace nested whole can have so many (`--segment-lines 0`).
     #[serde(skip_serializing_if = "is_zero")]
     pub call_ids_past_limit: u64,
+    /// The brokers messages went through, each with its deliveries followed back to
+    /// the messages that brought them in ([`crate::brokers`]), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub brokers: Vec<BrokerHops>,
+}
+
+/// What one broker's deliveries were linked to: see [`crate::brokers`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BrokerHops {
+    /// The broker's node.
+    pub broker: String,
+    /// The messages it sent that carried a payload (deliveries, replies passed on).
+    pub deliveries: u64,
+    /// Of those, the ones linked to a message it received with the same destination
+    /// and payload.
+    pub linked: u64,
+    /// Of those, the ones whose both ends the broker's own capture saw (else they were
+    /// linked by the payload seen at the producer's and the consumer's ends).
+    pub through_its_capture: u64,
+    /// The time in the broker (from the message in to the delivery out), median and
+    /// 99th percentile, in nanoseconds.
+    pub in_broker_p50_ns: Nanos,
+    /// See `in_broker_p50_ns`.
+    pub in_broker_p99_ns: Nanos,
 }
 
 /// A merged, time-ordered trace of messages from one or more sources.
@@ -343,6 +367,11 @@ pub struct Trace {
     pub propagated: Interner,
     /// Each call id's propagated id, by call id (shorter when the last ids have none).
     call_propagated: Vec<PropagatedId>,
+    /// What each broker message carried, as a digest of its destination and payload
+    /// (`msg=`), by call id (0 or missing: none): the call's or free-form message's,
+    /// and the return's (a NATS reply carries its own).
+    call_contents: Vec<u64>,
+    return_contents: Vec<u64>,
     /// Connections named by text traces' `conn=`, and each call id's, by call id (as
     /// an index into `connections` plus one; 0 or missing: none given).
     connections: Interner,
@@ -411,6 +440,19 @@ impl Trace {
             .get(call.0 as usize)
             .copied()
             .unwrap_or(PropagatedId::NONE)
+    }
+
+    /// What a broker message carried (a digest of its destination and payload, the
+    /// same on its way into the broker and on its way out), if it is one.
+    pub fn content(&self, call: CallId, kind: Kind) -> Option<u64> {
+        let contents = match kind {
+            Kind::Return => &self.return_contents,
+            Kind::Call | Kind::Free => &self.call_contents,
+        };
+        contents
+            .get(call.0 as usize)
+            .copied()
+            .filter(|&content| content != 0)
     }
 
     /// Whether any call carried a propagated id.
@@ -561,6 +603,22 @@ impl TraceBuilder {
             ids.resize(index + 1, PropagatedId::NONE);
         }
         ids[index] = id;
+    }
+
+    /// Records what a broker message carried (see [`Trace::content`]; 0: nothing).
+    pub fn set_content(&mut self, call: CallId, kind: Kind, content: u64) {
+        if call == CallId::NONE || content == 0 {
+            return;
+        }
+        let index = call.0 as usize;
+        let contents = match kind {
+            Kind::Return => &mut self.trace.return_contents,
+            Kind::Call | Kind::Free => &mut self.trace.call_contents,
+        };
+        if contents.len() <= index {
+            contents.resize(index + 1, 0);
+        }
+        contents[index] = content;
     }
 
     /// Records the connection a call travelled on (a text trace's `conn=`).

@@ -9,6 +9,8 @@
 //! The keys read are `truth=` (as the bare sixth field), `op=` (the call's operation,
 //! blanks written as `_`), `status=` (`ok` or a failure's code), `id=` (the request
 //! id or trace context a call carried), `conn=` (the connection it travelled on),
+//! `msg=` (what a broker message carried: a digest of its destination and payload, 16
+//! hex digits, the same on its way into the broker and out),
 //! `spread=` (seconds from the message's first byte to its last) and `held=` (how
 //! much of that TCP held back for the peer's ACK, and why: `nagle:0.0424` or
 //! `window:0.0031`); others are counted and ignored, so that traces from newer writers
@@ -58,6 +60,9 @@ pub enum LineProblem {
     /// A `status=` that is neither `ok` nor a number.
     #[error("bad status `{0}` (expected ok or a failure's code)")]
     BadStatus(String),
+    /// A `msg=` that is not 16 hex digits.
+    #[error("bad msg `{0}` (expected 16 hex digits)")]
+    BadContent(String),
     /// A `spread=` or `held=` that is not what the format says.
     #[error("bad {0} (expected spread=SECONDS and held=nagle:SECONDS or held=window:SECONDS, at most the spread)")]
     BadTransit(String),
@@ -185,7 +190,7 @@ pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool,
     };
     let mut fields: [&[u8]; 6] = [&[]; 6];
     let mut count = 0;
-    let mut keyed: [Option<&[u8]>; 7] = [None; 7];
+    let mut keyed: [Option<&[u8]>; 8] = [None; 8];
     let mut words = content
         .split(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
         .filter(|f| !f.is_empty());
@@ -205,7 +210,7 @@ pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool,
         }
         keep_key(field, &mut keyed, builder);
     }
-    let [keyed_truth, operation, status, propagated, connection, spread, held] = keyed;
+    let [keyed_truth, operation, status, propagated, connection, spread, held, content] = keyed;
     if count == 5 {
         if let Some(truth) = keyed_truth {
             fields[5] = truth;
@@ -246,6 +251,14 @@ pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool,
         let text = utf8(status)?;
         let status = Status::parse(text).ok_or_else(|| LineProblem::BadStatus(text.into()))?;
         builder.status(call_id, status);
+    }
+    if let Some(content) = content {
+        let text = utf8(content)?;
+        let digest = u64::from_str_radix(text, 16)
+            .ok()
+            .filter(|_| text.len() == 16)
+            .ok_or_else(|| LineProblem::BadContent(text.into()))?;
+        builder.set_content(call_id, kind, digest);
     }
     if spread.is_some() || held.is_some() {
         builder.transit(call_id, kind, end, parse_transit(spread, held)?);
@@ -289,7 +302,7 @@ fn parse_transit(spread: Option<&[u8]>, held: Option<&[u8]>) -> Result<Transit, 
 /// Keeps a `key=value` field's value if the key is one read here (`truth`, `op`,
 /// `status`, `id`, `conn`, `spread`, `held`, in that order in `keyed`); counts it
 /// otherwise.
-fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 7], builder: &mut TraceBuilder) {
+fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 8], builder: &mut TraceBuilder) {
     let equals = field
         .iter()
         .position(|&b| b == b'=')
@@ -303,6 +316,7 @@ fn keep_key<'l>(field: &'l [u8], keyed: &mut [Option<&'l [u8]>; 7], builder: &mu
         b"conn" => 4,
         b"spread" => 5,
         b"held" => 6,
+        b"msg" => 7,
         _ => {
             builder.stats_mut().ignored_fields += 1;
             return;
@@ -418,6 +432,7 @@ pub(crate) fn message_fields(trace: &Trace, t: i64, i: usize, end: End) -> LineF
         propagated: trace.propagated_text(trace.propagated(m.call_id())),
         status: trace.status(m.call_id()),
         transit: trace.transit(m.call_id(), m.kind()),
+        content: trace.content(m.call_id(), m.kind()).unwrap_or(0),
     }
 }
 
@@ -434,7 +449,7 @@ pub(crate) fn push_as_line(fields: &LineFields<'_>, builder: &mut TraceBuilder) 
         None => Truth::NONE,
     };
     match fields.kind {
-        Kind::Call => {
+        Kind::Call | Kind::Free => {
             if let Some(name) = fields.operation {
                 match name.contains(char::is_whitespace) {
                     true => builder.operation(call_id, &name.replace(char::is_whitespace, "_")),
@@ -447,8 +462,9 @@ pub(crate) fn push_as_line(fields: &LineFields<'_>, builder: &mut TraceBuilder) 
             }
         }
         Kind::Return if fields.status != Status::Unknown => builder.status(call_id, fields.status),
-        Kind::Return | Kind::Free => {}
+        Kind::Return => {}
     }
+    builder.set_content(call_id, fields.kind, fields.content);
     if !fields.transit.is_none() {
         builder.transit(call_id, fields.kind, fields.end, fields.transit);
     }
@@ -487,10 +503,12 @@ pub struct LineFields<'a> {
     pub status: Status,
     /// Its time between first and last byte (written where there was any).
     pub transit: Transit,
+    /// What a broker message carried (0: not one; written where there is one).
+    pub content: u64,
 }
 
-/// Appends one line, with its newline: `op=` and `id=` on calls, `status=` on returns
-/// where known.
+/// Appends one line, with its newline: `op=` and `id=` on calls and free-form messages,
+/// `status=` on returns, `msg=` on broker messages, where known.
 pub fn push_line(line: &mut String, fields: &LineFields<'_>) {
     time::push_seconds(line, fields.time);
     line.push(' ');
@@ -504,7 +522,7 @@ pub fn push_line(line: &mut String, fields: &LineFields<'_>) {
         line.push_str(truth);
     }
     match fields.kind {
-        Kind::Call => {
+        Kind::Call | Kind::Free => {
             if let Some(name) = fields.operation {
                 line.push_str(" op=");
                 line.extend(
@@ -524,7 +542,10 @@ pub fn push_line(line: &mut String, fields: &LineFields<'_>) {
                 line.push_str(&status.to_string());
             }
         },
-        Kind::Free => {}
+    }
+    if fields.content != 0 {
+        use std::fmt::Write;
+        let _ = write!(line, " msg={:016x}", fields.content);
     }
     let transit = fields.transit;
     if transit.spread > 0 {

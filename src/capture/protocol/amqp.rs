@@ -11,7 +11,7 @@
 //! Request ids are read from the message's header table. Owns AMQP framing; linking a
 //! delivery to its publish is not its job.
 
-use super::{destination, propagation, Label, Meaning, Protocol, Side, Status, Step};
+use super::{destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
 use std::borrow::Cow;
 
 /// What a client sends before its first frame.
@@ -337,12 +337,43 @@ impl Protocol for Amqp {
             (_, Some(key)) => key,
             _ => b"",
         };
+        let content = match (exchange, routing_key) {
+            (Some(exchange), Some(key)) => body(head, frame).map_or(Content::NONE, |frames| {
+                let mut named = exchange.to_vec();
+                named.push(b'/');
+                named.extend_from_slice(key);
+                Content::of_parts(&named, frames)
+            }),
+            _ => Content::NONE,
+        };
         Label {
             operation: Some(Cow::Owned(format!("{verb} {}", destination(name)))),
             status: Status::Unknown,
             propagated: headers_id(head, frame),
+            content,
         }
     }
+}
+
+/// The payloads of the body frames after the method frame `method` and its content
+/// header, where the whole body is in `head`.
+fn body(head: &[u8], method: Frame) -> Option<Vec<&[u8]>> {
+    let header = frame_at(head, method.end()).ok()??;
+    let size = head.get(header.payload + 4..header.payload + 12)?;
+    let mut left = u64::from_be_bytes(size.try_into().expect("8 bytes"));
+    let mut frames = Vec::new();
+    let mut at = header.end();
+    while left > 0 {
+        let frame = frame_at(head, at).ok()??;
+        let payload = head.get(frame.payload..frame.payload + frame.size)?;
+        if frame.kind != BODY || frame.size as u64 > left {
+            return None;
+        }
+        left -= frame.size as u64;
+        frames.push(payload);
+        at = frame.end();
+    }
+    Some(frames)
 }
 
 /// The request id in the header table of the content header following `method`.

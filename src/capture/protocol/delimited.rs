@@ -5,7 +5,7 @@
 
 use super::turns::Turns;
 use super::{
-    CallKey, Chunk, Framed, Framer, Meaning, Operation, Output, Propagated, Protocol, Side, Status,
+    CallKey, Chunk, Content, Framed, Framer, Meaning, Operation, Output, Propagated, Protocol, Side, Status,
     Step,
 };
 use crate::trace::{Kind, Nanos};
@@ -32,6 +32,7 @@ struct Named {
     operation: Operation,
     status: Status,
     propagated: Propagated,
+    content: Content,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +120,7 @@ impl<P: Protocol> Delimited<P> {
             operation,
             status: label.status,
             propagated,
+            content: label.content,
         }
     }
 
@@ -273,6 +275,8 @@ impl<P: Protocol> Delimited<P> {
         } else if kind == Kind::Return {
             framed.status = named.status;
         }
+        // A reply through a broker (a NATS reply) carries its payload as a publish does.
+        framed.content = named.content;
         out.messages.push(framed);
     }
 

@@ -177,11 +177,13 @@ impl Protocol for DnsOverTcp {
                 propagated: None,
                 operation: question_type(message),
                 status: Status::Unknown,
+                content: super::Content::NONE,
             },
             Side::Server => Label {
                 propagated: None,
                 operation: None,
                 status: response_status(message),
+                content: super::Content::NONE,
             },
         }
     }

@@ -284,6 +284,7 @@ impl Protocol for Http {
                     _ => None,
                 },
                 status: super::Status::Unknown,
+                content: super::Content::NONE,
             },
             Side::Server => super::Label {
                 propagated: None,
@@ -292,6 +293,7 @@ impl Protocol for Http {
                     .nth(1)
                     .and_then(|code| code.parse().ok())
                     .map_or(super::Status::Unknown, status),
+                content: super::Content::NONE,
             },
         }
     }

@@ -8,7 +8,7 @@
 //! header carries the request id. Owns Kafka framing; linking a delivery to its
 //! publish is not its job.
 
-use super::{destination, propagation, Label, Meaning, Protocol, Side, Status, Step};
+use super::{destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
@@ -236,6 +236,20 @@ fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
     }
 }
 
+/// The first record of the first batch of `records`, from its attributes to its
+/// end (what a producer wrote and a consumer reads, whatever offset the broker gave
+/// it), where the batch is not compressed.
+fn first_record(records: &[u8]) -> Option<&[u8]> {
+    let magic = *records.get(16)?;
+    let attributes = i16::from_be_bytes([*records.get(21)?, *records.get(22)?]);
+    if magic != 2 || attributes & 0x7 != 0 {
+        return None;
+    }
+    let mut reader = Reader(records.get(61..)?);
+    let len = usize::try_from(reader.varint()?).ok()?;
+    reader.take(len)
+}
+
 /// The request id in the first record's headers of the first record batch of
 /// `records`, where the batch is not compressed.
 fn record_headers_id(records: &[u8]) -> Option<String> {
@@ -398,6 +412,9 @@ impl Protocol for Kafka {
             operation: Some(Cow::Owned(format!("{verb} {}", destination(topic)))),
             status: Status::Unknown,
             propagated: record_headers_id(records),
+            content: first_record(records).map_or(Content::NONE, |record| {
+                Content::of(topic, record)
+            }),
         };
         match (from, meaning) {
             (Side::Client, Meaning::Request(_) | Meaning::OneWay) => {

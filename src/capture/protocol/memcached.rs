@@ -326,6 +326,7 @@ impl Protocol for Memcached {
                     .get(1)
                     .map(|&opcode| Cow::Borrowed(binary_name(opcode))),
                 status: Status::Unknown,
+                content: super::Content::NONE,
             },
             Side::Client => Label {
                 propagated: None,
@@ -333,6 +334,7 @@ impl Protocol for Memcached {
                     .ok()
                     .map(Cow::Borrowed),
                 status: Status::Unknown,
+                content: super::Content::NONE,
             },
             // The status field: 0 is success; 1 (key not found) is an answer too.
             Side::Server if binary => Label {
@@ -343,6 +345,7 @@ impl Protocol for Memcached {
                     Some(code) => Status::Failed(u32::from(u16::from_be_bytes([code[0], code[1]]))),
                     None => Status::Unknown,
                 },
+                content: super::Content::NONE,
             },
             Side::Server => Label {
                 propagated: None,
@@ -351,6 +354,7 @@ impl Protocol for Memcached {
                     b"ERROR" | b"CLIENT_ERROR" | b"SERVER_ERROR" => Status::Failed(0),
                     _ => Status::Ok,
                 },
+                content: super::Content::NONE,
             },
         }
     }

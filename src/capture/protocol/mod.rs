@@ -96,6 +96,46 @@ pub struct Framed {
     /// The request id or trace context a call carried (in [`Output::propagated`]); only
     /// on calls, and only where the protocol can carry one and this call did.
     pub propagated: Propagated,
+    /// What a broker's message carries, as a digest of its destination and payload
+    /// that is the same on the way in (a publish) and on the way out (its delivery),
+    /// wherever it was captured; [`Content::NONE`] for everything else.
+    pub content: Content,
+}
+
+/// A digest naming a broker message by what it carries: see [`Framed::content`].
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct Content(pub u64);
+
+impl Content {
+    /// Not a broker's message, or one whose payload was not read.
+    pub const NONE: Content = Content(0);
+
+    /// The digest of a destination and a payload (never [`Content::NONE`]).
+    pub fn of(destination: &[u8], payload: &[u8]) -> Content {
+        Self::of_parts(destination, [payload])
+    }
+
+    /// The digest of a destination and a payload that comes in pieces (AMQP's body
+    /// frames): the same as [`Content::of`] of the pieces joined.
+    pub fn of_parts<'p>(destination: &[u8], payload: impl IntoIterator<Item = &'p [u8]>) -> Content {
+        let start = udp::digest(destination) ^ (destination.len() as u64).rotate_left(17);
+        let digest = payload.into_iter().flatten().fold(start, |hash, &b| {
+            (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        Content(digest.max(1))
+    }
 }
 
 impl Framed {
@@ -110,6 +150,7 @@ impl Framed {
             operation: Operation::NONE,
             status: Status::Unknown,
             propagated: Propagated::NONE,
+            content: Content::NONE,
         }
     }
 }
@@ -280,6 +321,8 @@ pub struct Label<'b> {
     /// The request id or trace context a request carried, as
     /// [`propagation::request_id`] reads it.
     pub propagated: Option<String>,
+    /// What a broker's message carries (see [`Framed::content`]).
+    pub content: Content,
 }
 
 /// Finds the end of the first line (the index after its `\n`), looking at no more than

@@ -8,7 +8,7 @@
 //! housekeeping. MQTT 5 user properties carry request ids. Owns MQTT framing; linking a
 //! delivery to its publish is not its job.
 
-use super::{destination, propagation, Label, Meaning, Protocol, Side, Status, Step};
+use super::{destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
 use std::borrow::Cow;
 
 /// The largest remaining length MQTT can say (four length bytes).
@@ -241,14 +241,32 @@ impl Protocol for Mqtt {
             Side::Client => "publish",
             Side::Server => "deliver",
         };
-        let propagated = match self.level {
-            Some(5) => propagated(&head[1 + said + packet.properties..]),
-            _ => None,
+        let (remaining, _) = remaining_length(&head[1..]).ok().flatten().unwrap_or((0, 0));
+        let end = head.len().min(1 + said + remaining);
+        let properties = &head[(1 + said + packet.properties).min(end)..end];
+        let (propagated, payload) = match self.level {
+            Some(5) => {
+                let skip = remaining_length(properties)
+                    .ok()
+                    .flatten()
+                    .map(|(len, said)| len + said);
+                (
+                    propagated(properties),
+                    skip.and_then(|skip| properties.get(skip..)),
+                )
+            }
+            _ => (None, Some(properties)),
+        };
+        // Whole packets only: a payload cut short would name another message.
+        let content = match payload {
+            Some(payload) if 1 + said + remaining <= head.len() => Content::of(packet.topic, payload),
+            _ => Content::NONE,
         };
         Label {
             operation: Some(Cow::Owned(format!("{verb} {}", destination(packet.topic)))),
             status: Status::Unknown,
             propagated,
+            content,
         }
     }
 }

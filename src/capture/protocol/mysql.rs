@@ -563,6 +563,7 @@ impl Protocol for MySql {
                     },
                     operation: Some(operation),
                     status: Status::Unknown,
+                    content: super::Content::NONE,
                 }
             }
             (Side::Server, Meaning::Reply(_)) => {
@@ -576,6 +577,7 @@ impl Protocol for MySql {
                     propagated: None,
                     operation: None,
                     status: std::mem::take(&mut self.answered),
+                    content: super::Content::NONE,
                 }
             }
             _ => Label::default(),

@@ -8,7 +8,7 @@
 //! else (`INFO`, `CONNECT`, `SUB`, `UNSUB`, `PING`, `PONG`, `+OK`, `-ERR`) is
 //! housekeeping. Owns NATS framing; linking a delivery to its publish is not its job.
 
-use super::{destination, id_of, propagation, Label, Meaning, Protocol, Side, Status, Step};
+use super::{destination, id_of, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
@@ -216,15 +216,24 @@ impl Protocol for Nats {
             return Label::default();
         };
         let Ok(Op::Message {
-            subject, headers, ..
+            subject,
+            headers,
+            total,
+            ..
         }) = parse(from, line)
         else {
             return Label::default();
         };
+        // The subject and the payload (headers apart: a server may add some) are what
+        // goes in and comes out alike.
+        let content = head
+            .get(line_len + headers..line_len + total)
+            .map_or(Content::NONE, |payload| Content::of(subject, payload));
         let verb = match (from, meaning) {
             (_, Meaning::Reply(_)) => {
                 return Label {
                     status: Status::Ok,
+                    content,
                     ..Label::default()
                 }
             }
@@ -242,6 +251,7 @@ impl Protocol for Nats {
             operation: Some(Cow::Owned(format!("{verb} {}", destination(subject)))),
             status: Status::Unknown,
             propagated,
+            content,
         }
     }
 }

@@ -215,6 +215,7 @@ impl Protocol for Postgres {
                 propagated: super::propagation::from_sql(head),
                 operation: Some(request_name(head)),
                 status: Status::Unknown,
+                content: super::Content::NONE,
             },
             (Side::Server, Meaning::Reply(_)) => Label {
                 propagated: None,
@@ -224,6 +225,7 @@ impl Protocol for Postgres {
                 } else {
                     Status::Ok
                 },
+                content: super::Content::NONE,
             },
             _ => Label::default(),
         }

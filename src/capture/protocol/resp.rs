@@ -142,6 +142,7 @@ impl Protocol for Resp {
                 propagated: None,
                 operation: command_name(head).map(Cow::Owned),
                 status: Status::Unknown,
+                content: super::Content::NONE,
             },
             Side::Server => Label {
                 propagated: None,
@@ -151,6 +152,7 @@ impl Protocol for Resp {
                     Some(_) => Status::Ok,
                     None => Status::Unknown,
                 },
+                content: super::Content::NONE,
             },
         }
     }

@@ -389,6 +389,7 @@ impl Protocol for Thrift {
                 propagated: None,
                 operation: std::str::from_utf8(header.name).ok().map(Cow::Borrowed),
                 status: Status::Unknown,
+                content: super::Content::NONE,
             },
             Side::Server => {
                 // A reply's struct holds field 0 (the result) or a declared exception.
@@ -415,6 +416,7 @@ impl Protocol for Thrift {
                     } else {
                         Status::Ok
                     },
+                    content: super::Content::NONE,
                 }
             }
         }

@@ -267,11 +267,15 @@ class Redis:
 
     async def start(self):
         import redis.asyncio
+        from redis.maint_notifications import MaintNotificationsConfig
         host, port = self.address.split(":")
-        # No CLIENT SETINFO on connect: the connection carries only the logged commands.
-        self.redis = redis.asyncio.Redis(host=host, port=int(port),
-                                         single_connection_client=True,
-                                         driver_info=None)
+        # RESP2, no CLIENT SETINFO, no maintenance notifications: nothing on connect
+        # (redis-py 8 would send HELLO 3 and CLIENT MAINT_NOTIFICATIONS), so that the
+        # connection carries only the logged commands and their order is counted right.
+        self.redis = redis.asyncio.Redis(
+            host=host, port=int(port), single_connection_client=True, protocol=2,
+            driver_info=None,
+            maint_notifications_config=MaintNotificationsConfig(enabled=False))
         await self.redis.initialize()
         await self.redis.connection.connect()
         self.local, self.peer = ends_of_transport(self.redis.connection._writer.transport)

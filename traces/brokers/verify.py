@@ -46,13 +46,22 @@ def open_any(path):
 
 
 def streams(pcap):
-    """(src, dst) -> the bytes that went that way, in order (retransmissions left out)."""
+    """(src, dst) -> the bytes that went that way, in order (retransmissions left out);
+    and per service and direction, how many segments carried how many request ids
+    (several messages in one segment)."""
     data = collections.defaultdict(bytearray)
+    batching = collections.defaultdict(collections.Counter)
     for src, sport, dst, dport, payload in tshark(
             pcap, "tcp.len > 0 && !tcp.analysis.retransmission", "ip.src", "tcp.srcport",
             "ip.dst", "tcp.dstport", "tcp.payload"):
-        data[(f"{src}:{sport}", f"{dst}:{dport}")] += bytes.fromhex(payload.replace(":", ""))
-    return data
+        segment = bytes.fromhex(payload.replace(":", ""))
+        data[(f"{src}:{sport}", f"{dst}:{dport}")] += segment
+        if int(dport) in PORTS:
+            way = f"{PORTS[int(dport)]} to server"
+        else:
+            way = f"{PORTS.get(int(sport), sport)} from server"
+        batching[way][len(RID.findall(segment))] += 1
+    return data, batching
 
 
 def message_counts(pcap, data):
@@ -176,7 +185,7 @@ def main():
     total_bad = 0
     for pcap in sorted(glob.glob(os.path.join(directory, "*.pcap*"))):
         host = os.path.basename(pcap).split(".")[0]
-        data = streams(pcap)
+        data, batching = streams(pcap)
         counts = message_counts(pcap, data)
         print(f"{host}: " + ", ".join(f"{name} {count}" for name, count in
                                       sorted(counts.items()) if count))
@@ -215,6 +224,15 @@ def main():
                   f"{', same ids, other order' if not missing and not extra else ''}")
         print(f"  {agreed} of {checked} connection directions carry the logged ids in the "
               f"logged order")
+        several = []
+        for way, histogram in sorted(batching.items()):
+            many = {n: c for n, c in histogram.items() if n > 1}
+            if many:
+                several.append(f"{way} {sum(many.values())} of "
+                               f"{sum(c for n, c in histogram.items() if n)} (up to "
+                               f"{max(many)} ids)")
+        if several:
+            print("  segments with several messages' ids: " + "; ".join(several))
     print("all agree" if total_bad == 0 else f"{total_bad} disagreements")
     return 0 if total_bad == 0 else 1
 

@@ -324,6 +324,11 @@ def signature(e):
     return f"client->web({inner})"
 
 
+def quantile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] / 1e6
+
+
 def summary(lines, entries, orphans, kafka_order_problems, sequence_problems):
     out = []
     requests = [e for e in entries.values() if "request" in e]
@@ -349,6 +354,29 @@ def summary(lines, entries, orphans, kafka_order_problems, sequence_problems):
                 f"{sum(len(e['deliveries']) > 1 for e in es):>11}"
                 f"{sum(1 for e in es if 'ack' in e):>7}"
                 f"{sum(1 for e in es if e.get('reply', {}).get('received')):>9}")
+    out.append("times, median and 99th percentile in ms (request: the client's; "
+               "to delivery: publish to worker's delivery; to ack: delivery to ack; "
+               "NATS: to the reply at web):")
+    for broker in ("nats", "amqp", "kafka", "mqtt"):
+        for kind in ("order", "quote"):
+            es = [e for e in requests if e["broker"] == broker and e["kind"] == kind
+                  and "publish" in e]
+            if not es:
+                continue
+            name = broker if kind == "order" else "nats-rr"
+            spans = {
+                "request": [e["request"]["done"] - e["request"]["time"] for e in es
+                            if "done" in e["request"]],
+                "to delivery": [e["deliveries"][0]["time"] - e["publish"]["time"]
+                                for e in es if e["deliveries"]],
+                "to ack": [e["ack"]["time"] - e["deliveries"][0]["time"] for e in es
+                           if isinstance(e.get("ack"), dict) and e["deliveries"]],
+                "to reply": [e["reply"]["received"]["time"] - e["publish"]["time"]
+                             for e in es if e.get("reply", {}).get("received")],
+            }
+            out.append(f"  {name:<8}" + "  ".join(
+                f"{label} {quantile(values, 0.5):.2f}/{quantile(values, 0.99):.2f}"
+                for label, values in spans.items() if values))
     calls = sum(len(e["calls"]) for e in requests)
     out.append(f"cache calls for requests: {calls}")
     signatures = collections.Counter(e.get("signature") for e in requests)

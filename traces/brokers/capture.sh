@@ -206,16 +206,23 @@ for broker in "${brokers[@]}"; do paths+=("/order/$broker"); done
 if runs nats; then paths+=(/quote/nats); fi
 load_start=$(date -u +%FT%T.%3NZ)
 echo "load: $clients clients for $seconds s, paths ${paths[*]}"
+# In the background and waited for, so that Ctrl-C ends the run at once: a foreground
+# program that survives SIGINT (Python threads in join) would make bash ignore it.
 on client "$python" "$here/load.py" "${address[web]}:80" "$seconds" "$clients" \
-    "$out/client.log.jsonl" "${paths[@]}"
+    "$out/client.log.jsonl" "${paths[@]}" &
+pids+=($!)
+wait $!
 load_end=$(date -u +%FT%T.%3NZ)
 
-# Let the workers finish what is queued, then stop the programs (they close their
-# connections), then the captures.
-for _ in $(seq 300); do
-    pending=$("$python" "$here/truth.py" --pending "$out")
-    [ "$pending" = 0 ] && break
-    sleep 0.1
+# Let the workers finish what is queued (at most 30 s), then stop the programs (they
+# close their connections), then the captures.
+deadline=$((SECONDS + 30))
+while pending=$("$python" "$here/truth.py" --pending "$out") && [ "$pending" != 0 ] \
+        && [ $SECONDS -lt $deadline ]; do
+    for pid in "${programs[@]}"; do
+        kill -0 "$pid" 2>/dev/null || { echo "capture.sh: a program died:" >&2; tail -n 5 "$work"/*.log >&2; exit 1; }
+    done
+    sleep 0.2
 done
 [ "$pending" = 0 ] || echo "capture.sh: $pending messages not handled by a worker after 30 s" >&2
 for pid in "${programs[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done

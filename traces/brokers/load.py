@@ -46,7 +46,14 @@ def browse(number):
             method, url, body = "GET", f"{path}?item={item}", None
         if connection is None:
             connection = http.client.HTTPConnection(host, int(port), timeout=15)
-            connection.connect()
+            try:
+                connection.connect()
+            except OSError as exception:  # web is gone (the run is being stopped)
+                log.write("request", "sent", proto="http", rid=rid, method=method, path=path,
+                          error=repr(exception))
+                connection = None
+                time.sleep(0.5)
+                continue
         local, peer = ends_of_socket(connection.sock)
         start = time.time_ns()
         seq = log.next_seq(local, peer, "sent", "request")

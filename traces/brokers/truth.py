@@ -39,6 +39,7 @@ without gaps.
 import bisect
 import collections
 import glob
+import gzip
 import json
 import os
 import re
@@ -53,8 +54,9 @@ DETAIL = ("subject", "reply_to", "exchange", "routing_key", "topic", "partition"
 
 def read(directory):
     lines = []
-    for path in sorted(glob.glob(os.path.join(directory, "*.log.jsonl"))):
-        with open(path) as file:
+    for path in sorted(glob.glob(os.path.join(directory, "*.log.jsonl"))
+                       + glob.glob(os.path.join(directory, "*.log.jsonl.gz"))):
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as file:
             for number, text in enumerate(file, 1):
                 text = text.strip()
                 if not text:

@@ -5,8 +5,8 @@ Each line has
   host   the program's own host (network namespace)
   time   wall time, time.time_ns(), when the program handed the message to its library
          (sent) or got it from its library (received)
-  kind   request/served/response (HTTP), publish/request/reply/delivery/confirm/ack
-         (brokers), redis (cache calls), ready/stop (markers, no message)
+  kind   request/served/response (HTTP), publish/request/reply/delivery/flush/confirm/
+         ack (brokers), redis (cache calls), ready/stop (markers, no message)
   dir    sent or received, from this program's side
   proto  http, nats, amqp, kafka, mqtt, redis
   rid    the request id (X-Request-Id, 32 hex digits), where the message carries one

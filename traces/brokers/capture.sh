@@ -49,8 +49,9 @@ python=$venv/bin/python
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -rf "$out"/*.pcap "$out"/*.log.jsonl "$out"/truth.jsonl "$out"/run.txt "$out"/hosts.tsv \
-    "$out"/stderr
+rm -rf "$out"/*.pcap "$out"/*.pcap.gz "$out"/*.log.jsonl "$out"/*.log.jsonl.gz \
+    "$out"/truth.jsonl "$out"/truth.jsonl.gz "$out"/run.txt "$out"/hosts.tsv \
+    "$out"/verify.txt "$out"/stderr
 
 prefix=bk
 hosts=(client web nats rabbit kafka mqtt cache worker-nats worker-amqp worker-kafka worker-mqtt)

@@ -25,7 +25,6 @@ import asyncio
 import json
 import signal
 import sys
-import time
 
 from calllog import Log
 from clients import RID, Amqp, Kafka, Mqtt, Nats, Redis

@@ -42,8 +42,8 @@ pub struct Followed {
 pub fn follow(trace: &Trace) -> Followed {
     // Arrivals per (node, payload): the times and indices of the messages that brought
     // it, in time order.
-    let mut arrivals: HashMap<(NodeId, u64), Vec<(Nanos, usize)>> = HashMap::new();
-    let mut departures: Vec<(NodeId, u64, Nanos, usize)> = Vec::new();
+    let mut arrivals: HashMap<(NodeId, u32), Vec<(Nanos, usize)>> = HashMap::new();
+    let mut departures: Vec<(NodeId, u32, Nanos, usize)> = Vec::new();
     for (index, message) in trace.messages.iter().enumerate() {
         let Some(content) = trace.content(message.call_id(), message.kind()) else {
             continue;
@@ -90,8 +90,12 @@ pub fn follow(trace: &Trace) -> Followed {
             .iter()
             .map(|hop| {
                 let message = |k: usize| &trace.messages[k];
-                let left = message(hop.delivery).sent().or(message(hop.delivery).received());
-                let arrived = message(hop.publish).received().or(message(hop.publish).sent());
+                let left = message(hop.delivery)
+                    .sent()
+                    .or(message(hop.delivery).received());
+                let arrived = message(hop.publish)
+                    .received()
+                    .or(message(hop.publish).sent());
                 left.expect("one end") - arrived.expect("one end")
             })
             .collect();
@@ -122,20 +126,25 @@ mod tests {
         // worker; web also publishes a payload of its own making to the cache, which
         // passes nothing on.
         let trace = trace_from_str(
-            "1.000 MSG_SENT web nats p1 msg=00000000000000a1\n\
-             1.001 MSG_RECV web nats p1 msg=00000000000000a1\n\
-             1.002 MSG_SENT web nats p2 msg=00000000000000a2\n\
-             1.003 MSG_RECV web nats p2 msg=00000000000000a2\n\
-             1.010 MSG_SENT nats worker d2 msg=00000000000000a2\n\
-             1.012 MSG_SENT nats worker d1 msg=00000000000000a1\n\
-             1.013 MSG_RECV nats worker d1 msg=00000000000000a1\n\
-             1.020 CALL_SENT worker cache c1 msg=00000000000000b1\n",
+            "1.000 MSG_SENT web nats p1 msg=000000a1\n\
+             1.001 MSG_RECV web nats p1 msg=000000a1\n\
+             1.002 MSG_SENT web nats p2 msg=000000a2\n\
+             1.003 MSG_RECV web nats p2 msg=000000a2\n\
+             1.010 MSG_SENT nats worker d2 msg=000000a2\n\
+             1.012 MSG_SENT nats worker d1 msg=000000a1\n\
+             1.013 MSG_RECV nats worker d1 msg=000000a1\n\
+             1.020 CALL_SENT worker cache c1 msg=000000b1\n",
         );
         let followed = follow(&trace);
         assert_eq!(followed.brokers.len(), 1, "{:?}", followed.brokers);
         let nats = &followed.brokers[0];
         assert_eq!(
-            (nats.broker.as_str(), nats.deliveries, nats.linked, nats.through_its_capture),
+            (
+                nats.broker.as_str(),
+                nats.deliveries,
+                nats.linked,
+                nats.through_its_capture
+            ),
             ("nats", 2, 2, 2)
         );
         // 7 ms and 11 ms in the broker.
@@ -146,14 +155,17 @@ mod tests {
             .iter()
             .map(|hop| (call(hop.publish), call(hop.delivery)))
             .collect();
-        assert_eq!(links, [("p2".into(), "d2".into()), ("p1".into(), "d1".into())]);
+        assert_eq!(
+            links,
+            [("p2".into(), "d2".into()), ("p1".into(), "d1".into())]
+        );
     }
 
     #[test]
     fn a_node_that_sends_payloads_of_its_own_is_no_broker() {
         let trace = trace_from_str(
-            "1.0 MSG_SENT a b m1 msg=0000000000000001\n\
-             2.0 MSG_SENT b c m2 msg=0000000000000002\n",
+            "1.0 MSG_SENT a b m1 msg=00000001\n\
+             2.0 MSG_SENT b c m2 msg=00000002\n",
         );
         assert!(follow(&trace).brokers.is_empty());
     }

@@ -230,6 +230,7 @@ mod tests {
                 operation: Operation(0),
                 status: Status::Failed(503),
                 propagated: Propagated::NONE,
+                content: crate::capture::protocol::Content(at as u32 + 1),
             },
             held_us: if kind == Kind::Return { 4 } else { 0 },
             held_why: (kind == Kind::Return).then_some(crate::trace::Held::Nagle),

@@ -34,7 +34,7 @@ struct OwnedEnd {
     /// One plus its transit's index in the block's, or 0 for none.
     transit: u32,
     /// What a broker message carried (0: none).
-    content: u64,
+    content: u32,
 }
 
 impl EndBlock {

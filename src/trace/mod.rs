@@ -370,8 +370,8 @@ pub struct Trace {
     /// What each broker message carried, as a digest of its destination and payload
     /// (`msg=`), by call id (0 or missing: none): the call's or free-form message's,
     /// and the return's (a NATS reply carries its own).
-    call_contents: Vec<u64>,
-    return_contents: Vec<u64>,
+    call_contents: Vec<u32>,
+    return_contents: Vec<u32>,
     /// Connections named by text traces' `conn=`, and each call id's, by call id (as
     /// an index into `connections` plus one; 0 or missing: none given).
     connections: Interner,
@@ -444,7 +444,7 @@ impl Trace {
 
     /// What a broker message carried (a digest of its destination and payload, the
     /// same on its way into the broker and on its way out), if it is one.
-    pub fn content(&self, call: CallId, kind: Kind) -> Option<u64> {
+    pub fn content(&self, call: CallId, kind: Kind) -> Option<u32> {
         let contents = match kind {
             Kind::Return => &self.return_contents,
             Kind::Call | Kind::Free => &self.call_contents,
@@ -606,7 +606,7 @@ impl TraceBuilder {
     }
 
     /// Records what a broker message carried (see [`Trace::content`]; 0: nothing).
-    pub fn set_content(&mut self, call: CallId, kind: Kind, content: u64) {
+    pub fn set_content(&mut self, call: CallId, kind: Kind, content: u32) {
         if call == CallId::NONE || content == 0 {
             return;
         }

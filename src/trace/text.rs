@@ -9,7 +9,7 @@
 //! The keys read are `truth=` (as the bare sixth field), `op=` (the call's operation,
 //! blanks written as `_`), `status=` (`ok` or a failure's code), `id=` (the request
 //! id or trace context a call carried), `conn=` (the connection it travelled on),
-//! `msg=` (what a broker message carried: a digest of its destination and payload, 16
+//! `msg=` (what a broker message carried: a digest of its destination and payload, 8
 //! hex digits, the same on its way into the broker and out),
 //! `spread=` (seconds from the message's first byte to its last) and `held=` (how
 //! much of that TCP held back for the peer's ACK, and why: `nagle:0.0424` or
@@ -60,8 +60,8 @@ pub enum LineProblem {
     /// A `status=` that is neither `ok` nor a number.
     #[error("bad status `{0}` (expected ok or a failure's code)")]
     BadStatus(String),
-    /// A `msg=` that is not 16 hex digits.
-    #[error("bad msg `{0}` (expected 16 hex digits)")]
+    /// A `msg=` that is not 8 hex digits.
+    #[error("bad msg `{0}` (expected 8 hex digits)")]
     BadContent(String),
     /// A `spread=` or `held=` that is not what the format says.
     #[error("bad {0} (expected spread=SECONDS and held=nagle:SECONDS or held=window:SECONDS, at most the spread)")]
@@ -254,9 +254,9 @@ pub(crate) fn parse_line(raw: &[u8], builder: &mut TraceBuilder) -> Result<bool,
     }
     if let Some(content) = content {
         let text = utf8(content)?;
-        let digest = u64::from_str_radix(text, 16)
+        let digest = u32::from_str_radix(text, 16)
             .ok()
-            .filter(|_| text.len() == 16)
+            .filter(|_| text.len() == 8)
             .ok_or_else(|| LineProblem::BadContent(text.into()))?;
         builder.set_content(call_id, kind, digest);
     }
@@ -504,7 +504,7 @@ pub struct LineFields<'a> {
     /// Its time between first and last byte (written where there was any).
     pub transit: Transit,
     /// What a broker message carried (0: not one; written where there is one).
-    pub content: u64,
+    pub content: u32,
 }
 
 /// Appends one line, with its newline: `op=` and `id=` on calls and free-form messages,
@@ -545,7 +545,7 @@ pub fn push_line(line: &mut String, fields: &LineFields<'_>) {
     }
     if fields.content != 0 {
         use std::fmt::Write;
-        let _ = write!(line, " msg={:016x}", fields.content);
+        let _ = write!(line, " msg={:08x}", fields.content);
     }
     let transit = fields.transit;
     if transit.spread > 0 {
@@ -718,6 +718,29 @@ mod tests {
         let mut twice = Vec::new();
         write(&again, &mut twice).unwrap();
         assert_eq!(out, twice);
+    }
+
+    #[test]
+    fn broker_messages_keep_their_names_and_payload_digests_both_ways() {
+        let text = "1.000000 MSG_SENT web nats p1 op=publish_orders msg=000000a1\n\
+                    1.500000 CALL_RECV nats worker d1 op=request_quote msg=000000b2\n\
+                    1.700000 RET_SENT worker nats d1 status=ok msg=000000c3\n";
+        let trace = trace_from_str(text);
+        let call = |id: &str| trace.call_ids.get(id).map(super::super::CallId).unwrap();
+        assert_eq!(trace.content(call("p1"), Kind::Free), Some(0xa1));
+        // A reply carries a payload of its own, apart from its call's.
+        assert_eq!(trace.content(call("d1"), Kind::Call), Some(0xb2));
+        assert_eq!(trace.content(call("d1"), Kind::Return), Some(0xc3));
+        let mut written = Vec::new();
+        write(&trace, &mut written).unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), text);
+        for bad in ["msg=a1", "msg=zz000000"] {
+            let line = format!("1 MSG a b c {bad}");
+            assert!(matches!(
+                parse_line(line.as_bytes(), &mut TraceBuilder::new()),
+                Err(LineProblem::BadContent(_))
+            ));
+        }
     }
 
     #[test]

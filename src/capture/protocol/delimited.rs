@@ -5,8 +5,8 @@
 
 use super::turns::Turns;
 use super::{
-    CallKey, Chunk, Content, Framed, Framer, Meaning, Operation, Output, Propagated, Protocol, Side, Status,
-    Step,
+    CallKey, Chunk, Content, Framed, Framer, Meaning, Operation, Output, Propagated, Protocol,
+    Side, Status, Step,
 };
 use crate::trace::{Kind, Nanos};
 use std::collections::VecDeque;

@@ -412,9 +412,8 @@ impl Protocol for Kafka {
             operation: Some(Cow::Owned(format!("{verb} {}", destination(topic)))),
             status: Status::Unknown,
             propagated: record_headers_id(records),
-            content: first_record(records).map_or(Content::NONE, |record| {
-                Content::of(topic, record)
-            }),
+            content: first_record(records)
+                .map_or(Content::NONE, |record| Content::of(topic, record)),
         };
         match (from, meaning) {
             (Side::Client, Meaning::Request(_) | Meaning::OneWay) => {

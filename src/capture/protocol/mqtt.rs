@@ -241,7 +241,10 @@ impl Protocol for Mqtt {
             Side::Client => "publish",
             Side::Server => "deliver",
         };
-        let (remaining, _) = remaining_length(&head[1..]).ok().flatten().unwrap_or((0, 0));
+        let (remaining, _) = remaining_length(&head[1..])
+            .ok()
+            .flatten()
+            .unwrap_or((0, 0));
         let end = head.len().min(1 + said + remaining);
         let properties = &head[(1 + said + packet.properties).min(end)..end];
         let (propagated, payload) = match self.level {
@@ -259,7 +262,9 @@ impl Protocol for Mqtt {
         };
         // Whole packets only: a payload cut short would name another message.
         let content = match payload {
-            Some(payload) if 1 + said + remaining <= head.len() => Content::of(packet.topic, payload),
+            Some(payload) if 1 + said + remaining <= head.len() => {
+                Content::of(packet.topic, payload)
+            }
             _ => Content::NONE,
         };
         Label {

@@ -8,7 +8,9 @@
 //! else (`INFO`, `CONNECT`, `SUB`, `UNSUB`, `PING`, `PONG`, `+OK`, `-ERR`) is
 //! housekeeping. Owns NATS framing; linking a delivery to its publish is not its job.
 
-use super::{destination, id_of, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
+use super::{
+    destination, id_of, propagation, Content, Label, Meaning, Protocol, Side, Status, Step,
+};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 

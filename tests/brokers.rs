@@ -138,6 +138,13 @@ fn every_delivery_is_linked_to_its_publish_with_the_brokers_captures_and_without
     assert_eq!(with["rabbit"].0, truth["/order/amqp"], "{summary}");
     assert_eq!(with["mqtt"].0, truth["/order/mqtt"], "{summary}");
     assert_eq!(with.len(), 4, "the brokers and nothing else: {with:?}");
+    // convolve's summary says the same.
+    let (_, convolved) = outputs_of(
+        blackbox()
+            .args(["convolve", "--quantum", "0.01"])
+            .args(captures(&[])),
+    );
+    assert_eq!(links(&convolved), with, "{convolved}");
     for (broker, (sent, linked, how)) in &with {
         assert_eq!(sent, linked, "{broker}: {summary}");
         assert_eq!(how, "all through its own capture", "{broker}");

@@ -111,6 +111,7 @@ pub fn write_summary(trace: &Trace, result: &Convolution, out: &mut dyn Write) -
         names_text(&roots),
         s.correlations
     )?;
+    super::summary::write_brokers(&trace.stats.brokers, out)?;
     if !by_sends.is_empty() {
         let names: Vec<&str> = by_sends.iter().map(name).collect();
         writeln!(

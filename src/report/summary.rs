@@ -20,6 +20,14 @@ pub fn write(
     write_nesting(nest, patterns, out)
 }
 
+/// Writes, per broker, what its deliveries were linked to.
+pub fn write_brokers(brokers: &[crate::trace::BrokerHops], out: &mut dyn Write) -> io::Result<()> {
+    for broker in brokers {
+        write_broker(broker, out)?;
+    }
+    Ok(())
+}
+
 /// Writes what a broker's deliveries were linked to.
 fn write_broker(broker: &crate::trace::BrokerHops, out: &mut dyn Write) -> io::Result<()> {
     use crate::trace::time::human_duration;
@@ -118,10 +126,7 @@ pub fn write_input(
             String::new()
         },
     )?;
-    for broker in &input.brokers {
-        write_broker(broker, out)?;
-    }
-    Ok(())
+    write_brokers(&input.brokers, out)
 }
 
 /// Writes what pairing set aside and what nesting found.

@@ -424,7 +424,8 @@ fn headers_id(head: &[u8], method: Frame) -> Option<String> {
     best.id()
 }
 
-/// AMQP 0-9-1 in the registry. Its protocol header is unmistakable on any port.
+/// AMQP 0-9-1 in the registry: on its port, or wherever a client starts with its
+/// protocol header.
 pub const SPEC: super::Spec = super::Spec {
     name: super::ProtocolName::Amqp,
     label: "amqp",

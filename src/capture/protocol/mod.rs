@@ -9,7 +9,9 @@
 //! [`turns::Stream`] (every segment is a free-form message), and
 //! [`delimited::Delimited`], which buffers bytes and asks a [`Protocol`] where the next
 //! whole message ends and what it means. The protocols with real framing (HTTP/1.x,
-//! DNS, ONC RPC, Redis RESP, PostgreSQL, memcached, MySQL) implement only that question.
+//! DNS, ONC RPC, Redis RESP, PostgreSQL, memcached, MySQL, Thrift, and the brokers NATS,
+//! MQTT, AMQP and Kafka) implement only that question. Which protocol a connection is
+//! read as is [`registry`]'s to say.
 
 pub mod amqp;
 pub mod delimited;

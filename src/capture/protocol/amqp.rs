@@ -11,7 +11,9 @@
 //! Request ids are read from the message's header table. Owns AMQP framing; linking a
 //! delivery to its publish is not its job.
 
-use super::{destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
+use super::{
+    destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step, MAX_HELD,
+};
 use std::borrow::Cow;
 
 /// What a client sends before its first frame.
@@ -21,9 +23,6 @@ const FRAME_END: u8 = 0xce;
 /// Largest frame accepted (RabbitMQ's `frame_max` is 128 KiB by default, at most 2 GiB
 /// by the protocol; larger than 64 MiB is not AMQP in practice).
 const MAX_FRAME: usize = 64 * 1024 * 1024;
-/// Largest content cut together with its method: larger bodies are counted off frame
-/// by frame instead of being held.
-const MAX_HELD: usize = 1024 * 1024;
 
 const METHOD: u8 = 1;
 const HEADER: u8 = 2;

@@ -8,15 +8,15 @@
 //! header carries the request id. Owns Kafka framing; linking a delivery to its
 //! publish is not its job.
 
-use super::{destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
+use super::{
+    destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step, MAX_HELD,
+};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
 /// Largest request or response accepted (the broker's `socket.request.max.bytes` is
 /// 100 MiB by default).
 const MAX_SIZE: usize = 128 * 1024 * 1024;
-/// A fetch response longer than this is taken to bring records without reading it all.
-const MAX_HELD: usize = 1024 * 1024;
 /// Requests remembered while their responses are awaited.
 const MAX_OPEN: usize = 4096;
 
@@ -317,6 +317,10 @@ impl Protocol for Kafka {
             return Step::Invalid;
         }
         let len = 4 + size;
+        if len > bytes.len() && len <= MAX_HELD {
+            // Held whole: a produce's or a fetch's records are read for their digest.
+            return Step::NeedMore;
+        }
         let message = &bytes[4..bytes.len().min(len)];
         match from {
             Side::Client => {

@@ -379,6 +379,10 @@ pub fn sql_keyword(sql: &[u8]) -> Cow<'static, str> {
     }
 }
 
+/// The longest broker message held whole before it is cut, so that its payload's digest
+/// ([`Content`]) can be taken; longer ones are counted off as they come, with none.
+pub(crate) const MAX_HELD: usize = 1024 * 1024;
+
 /// A broker's destination (NATS subject, MQTT topic, AMQP exchange and routing key,
 /// Kafka topic) as it goes into an operation name: tokens that name one requester or
 /// one message rather than a kind of work (inboxes, long ids, numbers) become `*`, so

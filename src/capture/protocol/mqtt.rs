@@ -160,6 +160,10 @@ impl Protocol for Mqtt {
             return Step::Invalid;
         }
         let len = 1 + said + remaining;
+        if kind == PUBLISH && len > bytes.len() && len <= super::MAX_HELD {
+            // Held whole, for its payload's digest.
+            return Step::NeedMore;
+        }
         // The packet's own bytes, as far as they have come.
         let body = &bytes[1 + said..bytes.len().min(len)];
         let meaning = match kind {

@@ -168,6 +168,12 @@ impl Protocol for Nats {
                 meaning: Meaning::Housekeeping,
             };
         };
+        // The payload is followed by its own \r\n.
+        let len = line_len + total + 2;
+        if len > bytes.len() && len <= super::MAX_HELD {
+            // Held whole, for its payload's digest.
+            return Step::NeedMore;
+        }
         let meaning = match (from, reply) {
             (Side::Client, Some(reply)) => {
                 let id = id_of(reply);
@@ -194,11 +200,7 @@ impl Protocol for Nats {
                 }
             }
         };
-        // The payload is followed by its own \r\n.
-        Step::Message {
-            len: line_len + total + 2,
-            meaning,
-        }
+        Step::Message { len, meaning }
     }
 
     fn could_start(&self, from: Side, bytes: &[u8]) -> bool {
@@ -344,6 +346,25 @@ mod tests {
         );
         assert_eq!(out.housekeeping.len(), 6, "{:?}", out.housekeeping);
         assert!(out.problems.is_empty(), "{:?}", out.problems);
+    }
+
+    #[test]
+    fn a_payload_split_over_segments_keeps_its_digest() {
+        let payload = vec![b'x'; 3000];
+        let mut whole = b"PUB orders 3000\r\n".to_vec();
+        whole.extend_from_slice(&payload);
+        whole.extend_from_slice(b"\r\n");
+        let at_once = frame(&[(Side::Client, &whole[..])]);
+        let split = frame(&[
+            (Side::Client, &whole[..1448]),
+            (Side::Client, &whole[1448..2896]),
+            (Side::Client, &whole[2896..]),
+        ]);
+        assert_eq!(described(&split), ["Client Free publish orders"]);
+        assert_eq!(split.messages[0].content, Content::of(b"orders", &payload));
+        assert_eq!(split.messages[0].content, at_once.messages[0].content);
+        // Its time is its first segment's; it ends with its last.
+        assert_eq!((split.messages[0].first, split.messages[0].last), (0, 2000));
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub fn patterns_during(
     crate::nesting::patterns::find_patterns_of(
         trace,
         pairs,
-        (&nesting.parent, &nesting.confidence, &nesting.complete),
+        crate::nesting::patterns::Tree::of(nesting),
         by_operation,
         &|root| (from..to).contains(&pairs[root as usize].callee_recv),
     )

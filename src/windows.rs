@@ -58,7 +58,7 @@ pub fn windows(
     let patterns = crate::nesting::patterns::find_patterns_by_group(
         trace,
         pairs,
-        (&nesting.parent, &nesting.confidence, &nesting.complete),
+        crate::nesting::patterns::Tree::of(nesting),
         by_operation,
         (&group, count as usize),
     );

@@ -176,3 +176,118 @@ fn every_delivery_is_linked_to_its_publish_with_the_brokers_captures_and_without
         );
     }
 }
+
+/// `eval --true-signatures` against the programs' logs: (requests in their true
+/// pattern, requests) per true pattern, by signature.
+fn requests_in_true_patterns(files: &[PathBuf], extra: &[&str]) -> BTreeMap<String, (u64, u64)> {
+    let truth = shipped().join("signatures.tsv.gz");
+    let (json, _) = outputs_of(
+        blackbox()
+            .args(["eval", "-q", "--json", "-", "--true-signatures"])
+            .arg(&truth)
+            .args(extra)
+            .args(files),
+    );
+    let scores: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let requests = &scores["requests"];
+    assert_eq!(requests["not_found"], 0, "{requests}");
+    (requests["patterns"].as_array().unwrap().iter())
+        .map(|p| {
+            let count = |key: &str| p[key].as_u64().unwrap();
+            let signature = p["signature"].as_str().unwrap().to_owned();
+            (signature, (count("right"), count("requests")))
+        })
+        .collect()
+}
+
+#[test]
+fn a_request_and_the_work_its_message_caused_are_one_path() {
+    // With the brokers' captures and the ids, and without the brokers' captures, named
+    // from hosts.tsv: each asynchronous hop joins the consumer's work to the request
+    // (`⇒`), and the NATS request/reply nests as a call. Kafka is linked by a fetch's
+    // first record, so its paths are not whole yet.
+    let names = tempfile::NamedTempFile::new().unwrap();
+    let hosts = std::fs::read_to_string(shipped().join("hosts.tsv")).unwrap();
+    let lines: Vec<String> = (hosts.lines())
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(name, address)| format!("{address} {name}\n"))
+        .collect();
+    std::fs::write(names.path(), lines.concat()).unwrap();
+    let without_brokers = captures(&[
+        "client",
+        "web",
+        "cache",
+        "worker-nats",
+        "worker-amqp",
+        "worker-kafka",
+        "worker-mqtt",
+    ]);
+    let names_flag = ["--names", names.path().to_str().unwrap()];
+    for (files, extra) in [(captures(&[]), &[][..]), (without_brokers, &names_flag[..])] {
+        let scores = requests_in_true_patterns(&files, extra);
+        for (signature, (right, requests)) in &scores {
+            let share = *right as f64 / *requests as f64;
+            if signature.contains("kafka") {
+                continue;
+            }
+            assert!(
+                share >= 0.97,
+                "{signature}: {right} of {requests}: {scores:?}"
+            );
+        }
+        assert_eq!(scores.len(), 5, "{scores:?}");
+        assert!(scores.contains_key("client->web(rabbit⇒worker-amqp(cache,cache))"));
+        assert!(scores.contains_key("client->web(nats(worker-nats(cache)))"));
+    }
+    // The table tells the request's latency and its tail apart, with each hop's time
+    // in its broker; the OTLP export links each consumer to its producer.
+    let (table, _) = outputs_of(blackbox().args(["nest", "-q"]).args(captures(&[])));
+    support::assert_contains_all(
+        &table,
+        &[
+            "work after the answer (⇒: a broker carried the request on; p50, with p99):",
+            "rabbit held it ",
+            " for worker-amqp",
+        ],
+    );
+    let files: Vec<String> = (captures(&[]).iter())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let mut args = vec!["nest", "-q"];
+    args.extend(files.iter().map(String::as_str));
+    let otlp: serde_json::Value =
+        serde_json::from_str(&support::written_by(&args, "--otlp")).unwrap();
+    let spans: Vec<&serde_json::Value> = (otlp["resourceSpans"].as_array().unwrap().iter())
+        .flat_map(|r| r["scopeSpans"][0]["spans"].as_array().unwrap())
+        .collect();
+    // SpanKind: 4 producer, 5 consumer.
+    let linked = (spans.iter())
+        .filter(|s| s["kind"] == 5 && s["links"].as_array().is_some_and(|l| l.len() == 1))
+        .count();
+    let truth = requests_by_path();
+    let hops = truth["/order/nats"] + truth["/order/amqp"] + truth["/order/mqtt"];
+    assert!(
+        linked as u64 >= hops,
+        "{linked} consumer spans linked, {hops} hops"
+    );
+    let attribute = |span: &serde_json::Value, key: &str| {
+        (span["attributes"].as_array().unwrap().iter())
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"]["stringValue"].as_str().unwrap().to_owned())
+    };
+    let publish = (spans.iter())
+        .find(|s| {
+            s["kind"] == 4
+                && attribute(s, "messaging.system").as_deref() == Some("rabbitmq")
+                && attribute(s, "messaging.operation.name").as_deref() == Some("publish")
+        })
+        .expect("a producer span of a RabbitMQ publish");
+    assert_eq!(
+        attribute(publish, "messaging.operation.type").as_deref(),
+        Some("send")
+    );
+    assert_eq!(
+        attribute(publish, "messaging.destination.name").as_deref(),
+        Some("orders")
+    );
+}

@@ -364,8 +364,19 @@ pub(super) struct EvalArgs {
     /// ... as `nest` reads them), infer the parents without them, then score each call
     /// whose id names its parent: how far to trust blackbox on this system, per node,
     /// and whether its confidence means what it says. Needs no truth.
-    #[arg(long, conflicts_with_all = ["truth", "start_from_truth"])]
+    #[arg(long, conflicts_with_all = ["truth", "start_from_truth", "true_signatures"])]
     pub(super) against_ids: bool,
+
+    /// Score each request's pattern against a file of true signatures by request id
+    ///
+    /// Lines `request-id<TAB>signature`: each request named by the id its root call
+    /// carries (`X-Request-ID`, `traceparent`, ... as `nest` reads them), with its true
+    /// pattern as `nest` writes it. Scores the share of requests in their true pattern
+    /// and each true pattern's rank. For systems whose requests can be named but not
+    /// every call (`traces/brokers/signatures.py` writes one from the programs' logs).
+    /// Add --ignore-ids to infer without the ids.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["truth", "start_from_truth"])]
+    pub(super) true_signatures: Option<PathBuf>,
 
     /// Compare the top N patterns for N = 1..K.
     #[arg(long, value_name = "K", default_value_t = 20)]

@@ -216,13 +216,20 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
         return eval_against_ids(&mut input, &options, &args, &main);
     }
     let trace = &input.trace;
-    let truth = match &args.truth {
-        Some(path) => {
-            let file =
-                File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-            EvalTruth::Parents(calls::read_truth(path, io::BufReader::new(file))?)
+    // Truth files may be gzip'd, as the captures they come with.
+    let open = |path: &Path| -> Result<Box<dyn io::BufRead>> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        Ok(match path.extension().is_some_and(|e| e == "gz") {
+            true => Box::new(io::BufReader::new(flate2::read::MultiGzDecoder::new(file))),
+            false => Box::new(io::BufReader::new(file)),
+        })
+    };
+    let truth = match (&args.truth, &args.true_signatures) {
+        (Some(path), _) => EvalTruth::Parents(calls::read_truth(path, open(path)?)?),
+        (None, Some(path)) => {
+            EvalTruth::Signatures(eval::signatures::read_signatures(path, open(path)?)?)
         }
-        None => EvalTruth::Column(Box::new(
+        (None, None) => EvalTruth::Column(Box::new(
             paths::ground_truth(trace, &options).with_context(|| describe(files))?,
         )),
     };
@@ -244,6 +251,7 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
         let start = |pairs: &[CallPair]| match &truth {
             EvalTruth::Parents(parents) => calls::true_parent_indexes(trace, pairs, parents),
             EvalTruth::Column(truth) => truth.parent.clone(),
+            EvalTruth::Signatures(_) => unreachable!("clap refuses --start-from-truth with it"),
         };
         nesting::nest_from(trace, &options, &start).map_err(Into::into)
     } else if stream.segment_lines == 0 {
@@ -274,6 +282,11 @@ pub(super) fn eval(args: EvalArgs) -> Result<()> {
                 report::evaluation::write_paths(&scores, w)
             })?;
             serde_json::json!({ "algorithm": "nesting", "start": start, "truth": "truth column", "paths": scores })
+        }
+        EvalTruth::Signatures(truth) => {
+            let scores = eval::signatures::evaluate(trace, &nesting, truth);
+            main.write(|w| report::evaluation::write_signatures(&scores, w))?;
+            serde_json::json!({ "algorithm": "nesting", "truth": args.true_signatures, "requests": scores })
         }
     };
     if let Some(path) = &args.json {
@@ -493,6 +506,8 @@ enum EvalTruth {
     Parents(calls::TrueParents),
     /// The trace's truth column, as the nesting it implies.
     Column(Box<nesting::Nesting>),
+    /// Each request's true signature (`--true-signatures`).
+    Signatures(eval::signatures::TrueSignatures),
 }
 
 /// Says, above the scores, that the search started from the truth.

@@ -39,6 +39,16 @@ pub enum TruthFileError {
         /// Fields found.
         found: usize,
     },
+    /// A line of a signatures file without its two fields.
+    #[error("{}:{line}: expected 2 tab-separated fields (request-id signature), found {found}", path.display())]
+    BadSignatureLine {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// Fields found.
+        found: usize,
+    },
 }
 
 /// Reads true parents; blank lines and `#` comments are skipped.

@@ -73,6 +73,25 @@ pub struct PairingStats {
     pub unmatched_returns: u64,
     /// Free-form (`MSG_*`) messages, which have no place in call nesting.
     pub free_messages: u64,
+    /// One-way broker messages (free-form, naming what they carry: a publish or a
+    /// delivery no answer acknowledges), nested as calls answered the moment they
+    /// arrived ([`is_one_way`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub one_way_messages: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Whether `pair` is a one-way broker message rather than a call: it carries what it
+/// delivers ([`Trace::content`]) and was answered at both ends the moment it was sent
+/// and arrived, as [`find_call_pairs`] makes those. A call is never answered in the
+/// nanosecond it arrived, and only broker messages carry contents.
+pub fn is_one_way(trace: &Trace, pair: &CallPair) -> bool {
+    pair.callee_return == pair.callee_recv
+        && pair.caller_return == pair.caller_send
+        && trace.content(pair.call_id, Kind::Free).is_some()
 }
 
 /// Pairs calls with returns in one pass over the time-ordered trace (Figure 4,
@@ -82,8 +101,11 @@ pub struct PairingStats {
 /// the earliest open call with its key, so missing or reused ids degrade to the
 /// paper's "earliest unmatched call" rule. The table holds only calls in flight, plus
 /// one link per message for keys that repeat. The trace puts calls before returns at
-/// equal times, so a call and its return in the same tick still pair. The pairs come
-/// out ordered by `caller_send`, ties in a fixed order.
+/// equal times, so a call and its return in the same tick still pair. A one-way broker
+/// message (a NATS publish, a Kafka fetch's records) is a pair of its own, answered
+/// where and when it arrived: the publish is its sender's child, and the consumer's
+/// work after a delivery is the delivery's ([`is_one_way`]). The pairs come out
+/// ordered by `caller_send`, ties in a fixed order.
 pub fn find_call_pairs(trace: &Trace) -> (Vec<CallPair>, PairingStats) {
     find_call_pairs_counting(trace, &|_| true)
 }
@@ -126,6 +148,10 @@ pub fn find_call_pairs_counting(
                 }
                 Entry::Vacant(_) => stats.unmatched_returns += u64::from(counts(m.first_time())),
             },
+            Kind::Free if trace.content(m.call_id(), Kind::Free).is_some() => {
+                stats.one_way_messages += u64::from(counts(m.first_time()));
+                pairs.push(pair(m, m));
+            }
             Kind::Free => stats.free_messages += u64::from(counts(m.first_time())),
         }
     }
@@ -154,8 +180,15 @@ fn pair(call: &Message, ret: &Message) -> CallPair {
         call_id: call.call_id(),
         caller_send: call.at_sender(),
         callee_recv: call.at_receiver(),
-        callee_return: ret.at_sender(),
-        caller_return: ret.at_receiver(),
+        callee_return: match call.kind() {
+            // Answered where it arrived, when it arrived.
+            Kind::Free => call.at_receiver(),
+            _ => ret.at_sender(),
+        },
+        caller_return: match call.kind() {
+            Kind::Free => call.at_sender(),
+            _ => ret.at_receiver(),
+        },
         truth: call.truth(),
     }
 }
@@ -207,9 +240,30 @@ mod tests {
             PairingStats {
                 unmatched_calls: 1,
                 unmatched_returns: 1,
-                free_messages: 1
+                free_messages: 1,
+                one_way_messages: 0,
             }
         );
+    }
+
+    #[test]
+    fn a_one_way_broker_message_is_a_pair_answered_when_it_arrived() {
+        let t = trace(
+            "1 MSG_SENT web nats p msg=0000000a\n1.5 MSG_RECV web nats p msg=0000000a\n2 MSG a b -\n",
+        );
+        let (pairs, stats) = find_call_pairs(&t);
+        assert_eq!((stats.free_messages, stats.one_way_messages), (1, 1));
+        let p = pairs[0];
+        assert_eq!(
+            (
+                p.caller_send,
+                p.callee_recv,
+                p.callee_return,
+                p.caller_return
+            ),
+            (1_000_000_000, 1_500_000_000, 1_500_000_000, 1_000_000_000)
+        );
+        assert!(is_one_way(&t, &p));
     }
 
     #[test]

@@ -178,12 +178,14 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
     let outgoing: Vec<u32> = (0..pairs.len() as u32)
         .filter(|&i| pairs[i as usize].caller == node)
         .collect();
+    let hops = super::hops::pair_hops(trace, pairs, &crate::brokers::follow(trace));
     let scalars = NodeScalars {
         lost: super::lost_shares(trace, pairs, &|_| true)[node.0 as usize],
         tick: super::call_pairs::tick(pairs),
         core: None,
         carried: None,
         given: None,
+        deliveries: &hops.one_way,
     };
     let input = NodeInput::gather(trace, pairs, node, (&incoming, &outgoing), scalars, options);
     let (_, mut record) = decide_explained(input, options, call);

@@ -12,6 +12,7 @@ pub mod candidates;
 pub mod critical;
 pub mod dataflow;
 pub mod explain;
+pub mod hops;
 pub mod joint;
 pub(crate) mod node;
 pub mod parents;
@@ -204,6 +205,13 @@ pub struct NestStats {
     /// Nodes whose calls out carry on the ids of the calls they serve.
     #[serde(skip_serializing_if = "is_zero")]
     pub id_nodes: u64,
+    /// Deliveries given the message that brought them into their broker as parent
+    /// ([`hops`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub broker_links: u64,
+    /// Of those, the ones their publish did not wait for: asynchronous hops.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub broker_hops: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -226,6 +234,9 @@ pub struct Nesting {
     /// [`joint::JointChoice::complete`]); 1 where no choice weighed one, and empty
     /// where nothing was weighed.
     pub complete: Vec<f32>,
+    /// The deliveries through a broker whose publish did not wait for them, ascending
+    /// ([`hops`]): the asynchronous hops, `⇒` in a signature.
+    pub hops: Vec<u32>,
     /// Path patterns in order of first appearance.
     pub patterns: Vec<Pattern>,
     /// Counts for the summary.
@@ -322,6 +333,7 @@ fn nest_starting(
     }
     let in_core = |time: Nanos| core.is_none_or(|core| in_core(core, time));
     let (pairs, pairing) = find_call_pairs_checked(trace, &in_core)?;
+    let pair_hops = hops::pair_hops(trace, &pairs, &crate::brokers::follow(trace));
     let tick = call_pairs::tick(&pairs);
     let start = start.map(|start| start(&pairs));
     if let Some(start) = &start {
@@ -352,6 +364,7 @@ fn nest_starting(
             core,
             carried: learned.start_of(trace.node_name(id)),
             given: start.as_deref(),
+            deliveries: &pair_hops.one_way,
         };
         let lists = (&incoming[node][..], &outgoing[node][..]);
         node::NodeInput::gather(trace, &pairs, id, lists, scalars, options)
@@ -418,24 +431,30 @@ fn nest_starting(
     } else {
         links as f64 / children_with_candidates as f64
     };
+    let hops = hops::link(&pairs, &pair_hops, &mut parent, &mut confidence);
+    let counted = |delivery: u32| u64::from(in_core(pairs[delivery as usize].caller_send));
+    stats.broker_links = pair_hops.links.iter().map(|link| counted(link.0)).sum();
+    stats.broker_hops = hops.iter().map(|&delivery| counted(delivery)).sum();
     stats.cycles_broken = parents::break_cycles(&mut parent);
     let root_in_core = |root: u32| in_core(pairs[root as usize].caller_send);
     stats.call_pairs = pairs.iter().filter(|p| in_core(p.caller_send)).count() as u64;
     stats.roots = (0..pairs.len() as u32)
         .filter(|&i| parent[i as usize] == NO_PARENT && root_in_core(i))
         .count() as u64;
-    let patterns = patterns::find_patterns_of(
-        trace,
-        &pairs,
-        (&parent, &confidence, &complete),
-        options.by_operation,
-        &root_in_core,
-    );
+    let tree = patterns::Tree {
+        parent: &parent,
+        confidence: &confidence,
+        complete: &complete,
+        hops: &hops,
+    };
+    let patterns =
+        patterns::find_patterns_of(trace, &pairs, tree, options.by_operation, &root_in_core);
     let nesting = Nesting {
         pairs,
         parent,
         confidence,
         complete,
+        hops,
         patterns,
         stats,
     };
@@ -462,7 +481,8 @@ pub(crate) fn lost_shares(
     // Each end of a pair counted where its message was first seen, as `seen` counts it.
     let mut paired = vec![0u64; trace.nodes.len()];
     let mut ends = vec![0u64; trace.nodes.len()];
-    for pair in pairs {
+    // A one-way broker message is no call, and `seen` does not count it.
+    for pair in pairs.iter().filter(|p| !call_pairs::is_one_way(trace, p)) {
         let call = counts(pair.caller_send.min(pair.callee_recv));
         let answer = counts(pair.callee_return.min(pair.caller_return));
         paired[pair.callee.0 as usize] += u64::from(call);

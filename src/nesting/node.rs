@@ -49,6 +49,10 @@ pub struct NodeInput {
     /// Per call, the parent the joint search starts from instead of the greedy answer
     /// ([`super::nest_from`]), as an index into `calls`, or [`NO_PARENT`].
     pub given: Option<Vec<u32>>,
+    /// The calls into B that are one-way deliveries from a broker, as indexes into
+    /// `calls`, ascending: B consumes them, and its calls out after each may be its
+    /// work ([`super::hops::CONSUMER_WINDOW`]).
+    pub deliveries: Vec<u32>,
 }
 
 /// What the trace says beyond B's calls, for [`NodeInput::gather`].
@@ -59,6 +63,9 @@ pub(crate) struct NodeScalars<'a> {
     pub(crate) carried: Option<joint::StartKind>,
     /// Per call pair, its parent's index into the pairs.
     pub(crate) given: Option<&'a [u32]>,
+    /// The one-way deliveries through brokers, as indexes into the pairs, ascending
+    /// ([`super::hops::PairHops::one_way`]).
+    pub(crate) deliveries: &'a [u32],
 }
 
 impl NodeInput {
@@ -137,10 +144,18 @@ impl NodeInput {
                 })
                 .collect()
         });
+        let deliveries = (local_in.iter().copied())
+            .filter(|&local| {
+                (scalars.deliveries)
+                    .binary_search(&keys[local as usize])
+                    .is_ok()
+            })
+            .collect();
         NodeInput {
             node,
             calls,
             keys,
+            deliveries,
             incoming: local_in,
             outgoing: local_out,
             operation,
@@ -326,7 +341,18 @@ fn run(
         core,
         carried,
         given,
+        deliveries,
     } = input;
+    // A consumer of one-way deliveries does their work after they came: its calls out
+    // may have as parent a delivery that arrived up to the consumer's window before.
+    let consumer = NestOptions {
+        async_window: options.async_window.max(super::hops::CONSUMER_WINDOW),
+        ..*options
+    };
+    let options = match deliveries.is_empty() {
+        true => options,
+        false => &consumer,
+    };
     let pairs = &calls[..];
     let (incoming, outgoing) = (&mut incoming[..], &mut outgoing[..]);
     let bins = Bins::new(options.bin_base, options.bin_floor, options.bin_ceiling);
@@ -442,7 +468,7 @@ fn run(
             pairs,
             (incoming, outgoing),
             &mut choice,
-            lead.as_deref().unwrap_or(&confidence),
+            (lead.as_deref().unwrap_or(&confidence), &deliveries),
             options.skew_window,
             &counts,
         )
@@ -568,13 +594,16 @@ pub(crate) fn widen_for_async(
 pub const ASYNC_CONFIDENCE: f32 = 0.99;
 
 /// Leaves as roots the children whose chosen parent answered before they returned,
-/// unless the choice's lead over the next candidate is [`ASYNC_CONFIDENCE`] sure. Returns (children kept with such a
-/// parent, children left as roots).
+/// unless the choice's lead over the next candidate is [`ASYNC_CONFIDENCE`] sure, or the
+/// parent is a one-way delivery (`deliveries`, ascending local indexes), whose work
+/// always follows its arrival: a child given the wrong one of two like deliveries
+/// still makes its request's path. Returns (children kept with such a parent, children
+/// left as roots).
 fn drop_unsure_async(
     pairs: &[CallPair],
     (incoming, outgoing): (&[u32], &[u32]),
     parents: &mut [u32],
-    confidence: &[f32],
+    (confidence, deliveries): (&[f32], &[u32]),
     skew_window: Nanos,
     counts: &dyn Fn(u32) -> bool,
 ) -> (u64, u64) {
@@ -583,7 +612,8 @@ fn drop_unsure_async(
         if !parent_answered_first(pairs, incoming, child, *local, skew_window) {
             continue;
         }
-        if sure >= ASYNC_CONFIDENCE {
+        let delivery = deliveries.binary_search(&incoming[*local as usize]).is_ok();
+        if sure >= ASYNC_CONFIDENCE || delivery {
             kept += u64::from(counts(child));
         } else {
             *local = NO_PARENT;
@@ -759,6 +789,7 @@ mod tests {
                     core: None,
                     carried: None,
                     given: None,
+                    deliveries: &[],
                 };
                 let lists = (&incoming[node][..], &outgoing[node][..]);
                 NodeInput::gather(trace, pairs, NodeId(node as u32), lists, scalars, options)

@@ -62,6 +62,10 @@ pub struct Position {
     /// Sum over instances of the confidence that this call's parent is right (1 at the
     /// root, which has none).
     pub confidence_sum: f64,
+    /// Whether this call is a broker's delivery of a message its parent published and
+    /// did not wait for (`⇒` in the signature; [`super::hops`]): its call delay is the
+    /// message's time in the broker.
+    pub through_broker: bool,
 }
 
 impl Position {
@@ -153,6 +157,11 @@ pub struct Pattern {
     /// Sum over instances of the product of their choices' confidences: how many of
     /// them are exactly right, as far as the confidence can tell.
     pub expected_exact: f64,
+    /// Where a broker carried part of the request on after it was answered (a
+    /// position [`Position::through_broker`]): per instance, how long after the root's
+    /// answer reached its caller the last call of the tree ended, 0 if none did later.
+    /// Empty for a pattern without such a hop.
+    pub tails: Samples,
 }
 
 impl Pattern {
@@ -441,16 +450,38 @@ impl ChildLists {
 pub fn find_patterns(
     trace: &Trace,
     pairs: &[CallPair],
-    (parent, confidence, complete): (&[u32], &[f32], &[f32]),
+    tree: Tree<'_>,
     by_operation: bool,
 ) -> Vec<Pattern> {
-    find_patterns_of(
-        trace,
-        pairs,
-        (parent, confidence, complete),
-        by_operation,
-        &|_| true,
-    )
+    find_patterns_of(trace, pairs, tree, by_operation, &|_| true)
+}
+
+/// What the patterns are made of, per call pair: its parent ([`NO_PARENT`] for a
+/// root), the confidence of that choice and how sure it is that no other call is its
+/// child ([`whole_share`]); and the deliveries that are asynchronous hops through a
+/// broker, ascending ([`super::hops`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Tree<'a> {
+    /// Per call, its parent.
+    pub parent: &'a [u32],
+    /// Per call, how sure its parent choice is.
+    pub confidence: &'a [f32],
+    /// Per call, how sure it is that it has no other child.
+    pub complete: &'a [f32],
+    /// The asynchronous hops.
+    pub hops: &'a [u32],
+}
+
+impl<'a> Tree<'a> {
+    /// The tree of a nesting.
+    pub fn of(nesting: &'a super::Nesting) -> Self {
+        Tree {
+            parent: &nesting.parent,
+            confidence: &nesting.confidence,
+            complete: &nesting.complete,
+            hops: &nesting.hops,
+        }
+    }
 }
 
 /// How far call `call` keeps its request whole, as a pattern's `sure` counts it: the
@@ -472,16 +503,16 @@ fn roots(parent: &[u32]) -> impl Iterator<Item = u32> + '_ {
 pub fn find_patterns_of(
     trace: &Trace,
     pairs: &[CallPair],
-    (parent, confidence, complete): (&[u32], &[f32], &[f32]),
+    tree: Tree<'_>,
     by_operation: bool,
     keep: &dyn Fn(u32) -> bool,
 ) -> Vec<Pattern> {
     patterns_among(
         trace,
         pairs,
-        (&ChildLists::new(parent), confidence, complete),
+        (&ChildLists::new(tree.parent), tree),
         by_operation,
-        roots(parent).filter(|&root| keep(root)),
+        roots(tree.parent).filter(|&root| keep(root)),
     )
 }
 
@@ -490,13 +521,13 @@ pub fn find_patterns_of(
 pub fn find_patterns_by_group(
     trace: &Trace,
     pairs: &[CallPair],
-    (parent, confidence, complete): (&[u32], &[f32], &[f32]),
+    tree: Tree<'_>,
     by_operation: bool,
     (group, groups): (&dyn Fn(u32) -> Option<usize>, usize),
 ) -> Vec<Vec<Pattern>> {
-    let children = ChildLists::new(parent);
+    let children = ChildLists::new(tree.parent);
     let mut grouped = vec![Vec::new(); groups];
-    for root in roots(parent) {
+    for root in roots(tree.parent) {
         if let Some(g) = group(root).filter(|&g| g < groups) {
             grouped[g].push(root);
         }
@@ -507,7 +538,7 @@ pub fn find_patterns_by_group(
             patterns_among(
                 trace,
                 pairs,
-                (&children, confidence, complete),
+                (&children, tree),
                 by_operation,
                 roots.into_iter(),
             )
@@ -518,10 +549,17 @@ pub fn find_patterns_by_group(
 fn patterns_among(
     trace: &Trace,
     pairs: &[CallPair],
-    (children, confidence, complete): (&ChildLists, &[f32], &[f32]),
+    (children, tree): (&ChildLists, Tree<'_>),
     by_operation: bool,
     roots: impl Iterator<Item = u32>,
 ) -> Vec<Pattern> {
+    let Tree {
+        confidence,
+        complete,
+        hops,
+        ..
+    } = tree;
+    let hop = |call: u32| hops.binary_search(&call).is_ok();
     let mut by_signature: HashMap<String, u32> = HashMap::new();
     let mut patterns: Vec<Pattern> = Vec::new();
     let mut signature = String::new();
@@ -534,18 +572,25 @@ fn patterns_among(
         false => 0,
     };
     for root in roots {
-        write_signature(trace, pairs, children, root, by_operation, &mut signature);
+        write_signature(
+            trace,
+            (pairs, children, &hop),
+            root,
+            by_operation,
+            &mut signature,
+        );
         let index = match by_signature.get(signature.as_str()) {
             Some(&index) => index,
             None => {
                 let index = patterns.len() as u32;
                 patterns.push(Pattern {
                     signature: signature.clone(),
-                    positions: shape(pairs, children, root),
+                    positions: shape(pairs, children, root, &hop),
                     instances: Vec::new(),
                     confidence_sum: 0.0,
                     confidence_min: 1.0,
                     expected_exact: 0.0,
+                    tails: Samples::default(),
                 });
                 by_signature.insert(signature.clone(), index);
                 index
@@ -609,6 +654,23 @@ fn patterns_among(
             position.call_delays.push(delay);
         }
         pattern.expected_exact += all_right;
+        if pattern
+            .positions
+            .iter()
+            .any(|position| position.through_broker)
+        {
+            // Every call's last moment, on its own node's clock, after the answer the
+            // caller of the root had.
+            let answered = pairs[root as usize].caller_return;
+            let ended = (order.iter())
+                .map(|&(call, _)| {
+                    let pair = &pairs[call as usize];
+                    pair.caller_return.max(pair.callee_return)
+                })
+                .max()
+                .unwrap_or(answered);
+            pattern.tails.push((ended - answered).max(0));
+        }
         timings.clear();
         timings.extend(order.iter().map(|&(call, parent_call)| {
             let pair = &pairs[call as usize];
@@ -685,10 +747,13 @@ pub fn critical_paths(trace: &Trace, pairs: &[CallPair], parent: &[u32]) -> Vec<
 
 /// Writes `caller->tree` for the tree under `root`, without recursion so that deep
 /// trees cannot exhaust the stack.
+///
+/// A delivery through a broker that its publish did not wait for (`hop`) is written
+/// after the publish as `⇒consumer(...)`, not among its children: the asynchronous hop
+/// drawn apart, `client->web(nats⇒worker(cache))`.
 fn write_signature(
     trace: &Trace,
-    pairs: &[CallPair],
-    children: &ChildLists,
+    (pairs, children, hop): (&[CallPair], &ChildLists, &dyn Fn(u32) -> bool),
     root: u32,
     by_operation: bool,
     out: &mut String,
@@ -713,12 +778,20 @@ fn write_signature(
                     }
                 }
                 let kids = children.of(call);
-                if !kids.is_empty() {
+                // Pushed in reverse: the hops come out after the parentheses.
+                for &kid in kids.iter().rev().filter(|&&kid| hop(kid)) {
+                    stack.push(Step::Node(kid));
+                    stack.push(Step::Text("⇒"));
+                }
+                let nested = kids.iter().filter(|&&kid| !hop(kid)).count();
+                if nested > 0 {
                     out.push('(');
                     stack.push(Step::Text(")"));
-                    for (k, &kid) in kids.iter().enumerate().rev() {
+                    let mut before = nested;
+                    for &kid in kids.iter().rev().filter(|&&kid| !hop(kid)) {
                         stack.push(Step::Node(kid));
-                        if k > 0 {
+                        before -= 1;
+                        if before > 0 {
                             stack.push(Step::Text(","));
                         }
                     }
@@ -751,7 +824,12 @@ fn preorder(children: &ChildLists, root: u32, out: &mut Vec<(u32, u32)>) {
     }
 }
 
-fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> {
+fn shape(
+    pairs: &[CallPair],
+    children: &ChildLists,
+    root: u32,
+    hop: &dyn Fn(u32) -> bool,
+) -> Vec<Position> {
     let mut order = Vec::new();
     preorder(children, root, &mut order);
     let index_of: HashMap<u32, u32> = order
@@ -780,6 +858,7 @@ fn shape(pairs: &[CallPair], children: &ChildLists, root: u32) -> Vec<Position> 
             errors: 0,
             with_status: 0,
             confidence_sum: 0.0,
+            through_broker: hop(call),
         })
         .collect()
 }

@@ -116,15 +116,30 @@ fn graph(report: &NestReport<'_>, pattern: &Pattern, rank: usize) -> Graph {
     for (i, position) in pattern.positions.iter().enumerate() {
         for &child in &position.children {
             let position = &pattern.positions[child as usize];
-            let mut delay = format!(
-                "called after {}",
-                human_duration(position.call_delays.summary().mean)
-            );
+            let mut delay = match position.through_broker {
+                // The asynchronous hop: delivered after its time in the broker.
+                true => {
+                    let queued = position.call_delays.summary();
+                    format!(
+                        "⇒ {} in the broker (p50; p99 {})",
+                        human_duration(queued.p50 as f64),
+                        human_duration(queued.p99 as f64)
+                    )
+                }
+                false => format!(
+                    "called after {}",
+                    human_duration(position.call_delays.summary().mean)
+                ),
+            };
             // A call its parent did not wait for is marked: the signature cannot say.
-            if 2 * position.unawaited > position.latencies.len() as u64 {
+            if !position.through_broker && 2 * position.unawaited > position.latencies.len() as u64
+            {
                 delay.push_str(", not awaited");
             }
-            let red = hot_edge(child as usize, &mut delay);
+            let mut red = hot_edge(child as usize, &mut delay);
+            if position.through_broker {
+                red.push(attr("style", "dashed"));
+            }
             stmts.push(edge_with(
                 &format!("n{i}"),
                 &format!("n{child}"),

@@ -5,6 +5,7 @@ use crate::eval::ids::IdScores;
 use crate::eval::message_paths::{Found, PathScores as MessagePathScores, TrueChains};
 use crate::eval::paths::{PathScores, TOLERANCES};
 use crate::eval::reliability::ConfidenceBucket;
+use crate::eval::signatures::SignatureScores;
 use crate::trace::time::human_duration;
 use crate::trace::Nanos;
 use std::io::{self, Write};
@@ -128,6 +129,47 @@ pub fn write_calls(s: &CallScores, out: &mut dyn Write) -> io::Result<()> {
         100.0 * s.request_accuracy()
     )?;
     write_reliabilities(&s.reliability, &s.request_reliability, out)
+}
+
+/// `eval --true-signatures`: requests in their true pattern, and each true pattern's
+/// rank among the inferred ones.
+pub fn write_signatures(s: &SignatureScores, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "requests in their true pattern: {} of {} ({:.2}%); {} carried by no root call",
+        s.right,
+        s.requests,
+        100.0 * s.accuracy(),
+        s.not_found
+    )?;
+    writeln!(
+        out,
+        "true patterns among the inferred top {}: {} of {}",
+        s.patterns.len(),
+        s.in_top,
+        s.patterns.len()
+    )?;
+    writeln!(out)?;
+    let rows: Vec<[String; 4]> = (s.patterns.iter())
+        .map(|p| {
+            [
+                p.requests.to_string(),
+                format!("{} ({})", p.right, percent(p.right, p.requests)),
+                p.rank.map_or("-".to_owned(), |rank| rank.to_string()),
+                p.signature.clone(),
+            ]
+        })
+        .collect();
+    use super::Align::{Left, Right};
+    super::write_columns(
+        out,
+        "",
+        (
+            ["requests", "in it", "rank", "true pattern"],
+            [Right, Right, Right, Left],
+        ),
+        &rows,
+    )
 }
 
 /// `eval --against-ids`: the agreement with the ids, per node, and by stated

@@ -107,6 +107,10 @@ struct PatternOut<'a> {
     /// What adds the most to the latency on average: a node's own time or an edge's
     /// time in transit.
     adds_most: AddsMostOut<'a>,
+    /// Where a broker carried the request on after its answer (a `⇒` hop): how long
+    /// after the root's answer its last call ended, per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    async_tail_s: Option<Distribution>,
     tree: NodeOut<'a>,
 }
 
@@ -200,6 +204,10 @@ struct NodeOut<'a> {
     /// not wait for it); only where some did (asynchronous children, `--async-window`).
     #[serde(skip_serializing_if = "Option::is_none")]
     unawaited_share: Option<f64>,
+    /// A broker's delivery of what its caller's parent published (`⇒`), not awaited:
+    /// its `call_delay_s` is the message's time in the broker.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    through_broker: bool,
     /// The operations called here, most frequent first; only where the protocol names
     /// them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -270,6 +278,7 @@ impl Render for Json {
                     total_latency_s: seconds(p.total_latency() as f64),
                     mean_latency_s: seconds(p.mean_latency()),
                     adds_most: adds_most(report, p),
+                    async_tail_s: (!p.tails.is_empty()).then(|| p.tails.summary().into()),
                     confidence: Confidence {
                         mean: p.mean_confidence(),
                         min: p.confidence_min,
@@ -381,6 +390,7 @@ fn node<'a>(report: &NestReport<'a>, pattern: &'a Pattern, position: u32) -> Nod
         confidence: pos.confidence_sum / pos.latencies.len().max(1) as f64,
         unawaited_share: (pos.unawaited > 0)
             .then(|| pos.unawaited as f64 / pos.latencies.len() as f64),
+        through_broker: pos.through_broker,
         operations: pos
             .operations_by_count(report.trace)
             .into_iter()

@@ -15,7 +15,12 @@
 //! result, so the same input gives the same file. Every call is exported, whatever
 //! `--top` shows. Where the protocol named the call's operation the spans are named
 //! after it and carry the semantic-convention attributes of its system (`rpc.*`,
-//! `http.*`, `db.*`); a failed answer makes the spans' status an error.
+//! `http.*`, `db.*`, and `messaging.*` for a broker's messages, whose spans are
+//! `PRODUCER` at the sender and `CONSUMER` at the receiver); a failed answer makes the
+//! spans' status an error. A delivery its publisher did not wait for (an asynchronous
+//! hop through a broker, `⇒`) stays in its request's trace, as the publish's child, and
+//! its consumer span links to the publish's producer span, as the messaging
+//! conventions ask of a message's consumer.
 
 use super::{NestReport, Render};
 use crate::nesting::call_pairs::CallPair;
@@ -26,7 +31,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
-    span::{Event, SpanKind},
+    span::{Event, Link, SpanKind},
     status::StatusCode,
     ResourceSpans, ScopeSpans, Span, Status as SpanStatus,
 };
@@ -120,6 +125,20 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
             trace.transit(pair.call_id, Kind::Return),
         );
         let parent = nesting.parent[i];
+        let messaging = trace.system(pair.call_id).is_some_and(is_messaging);
+        let (client_kind, server_kind) = match messaging {
+            true => (SpanKind::Producer, SpanKind::Consumer),
+            false => (SpanKind::Client, SpanKind::Server),
+        };
+        // The asynchronous hop's consumer links to its producer.
+        let links = match nesting.hops.binary_search(&(i as u32)) {
+            Ok(_) => vec![Link {
+                trace_id: trace_id.clone(),
+                span_id: client_span_id(parent),
+                ..Link::default()
+            }],
+            Err(_) => Vec::new(),
+        };
 
         let mut client = common.clone();
         client.push(string_attribute(PEER_SERVICE, trace.node_name(pair.callee)));
@@ -133,7 +152,7 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
                 parent => server_span_id(parent),
             },
             name: name.clone(),
-            kind: SpanKind::Client as i32,
+            kind: client_kind as i32,
             status: status.clone(),
             start_time_unix_nano: unix_nanos(pair.caller_send),
             end_time_unix_nano: unix_nanos(answered.max(pair.caller_send)),
@@ -149,12 +168,13 @@ pub fn request(report: &NestReport<'_>) -> ExportTraceServiceRequest {
             span_id: server_span_id(i as u32),
             parent_span_id: client_span_id(i as u32),
             name,
-            kind: SpanKind::Server as i32,
+            kind: server_kind as i32,
             status,
             start_time_unix_nano: unix_nanos(pair.callee_recv),
             end_time_unix_nano: unix_nanos(pair.callee_return.max(pair.callee_recv)),
             attributes: server,
             events: held_event(ask, pair.callee_recv, "request"),
+            links,
             ..Span::default()
         });
     }
@@ -319,6 +339,21 @@ fn operation_attributes(
         }
         // No span conventions for DNS: the question type names the span.
         "dns" => Some(operation.to_owned()),
+        messaging if is_messaging(messaging) => {
+            // The broker readers name a message `VERB DESTINATION`.
+            let (verb, destination) = operation.split_once(' ').unwrap_or((operation, ""));
+            attributes.push(string_attribute("messaging.system", messaging));
+            attributes.push(string_attribute("messaging.operation.name", verb));
+            let kind = match verb {
+                "deliver" => "receive",
+                _ => "send",
+            };
+            attributes.push(string_attribute("messaging.operation.type", kind));
+            if !destination.is_empty() {
+                attributes.push(string_attribute("messaging.destination.name", destination));
+            }
+            Some(operation.to_owned())
+        }
         db => {
             attributes.push(string_attribute("db.system", db));
             attributes.push(string_attribute("db.operation.name", operation));
@@ -331,6 +366,12 @@ fn operation_attributes(
             Some(operation.to_owned())
         }
     }
+}
+
+/// Whether a system is a message broker's (the `messaging.system` values of the
+/// semantic conventions, and NATS's and MQTT's, which they do not list).
+fn is_messaging(system: &str) -> bool {
+    matches!(system, "kafka" | "rabbitmq" | "nats" | "mqtt")
 }
 
 fn int_attribute(key: &str, value: i64) -> KeyValue {

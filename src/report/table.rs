@@ -1,6 +1,8 @@
 //! The ranked table on stdout: rank, count, total and mean latency, how sure the
 //! pattern's instances are, what adds the most to it (a node's own time, or an edge's
-//! time in transit, [`super::own_time::most_added`]) with its mean, signature.
+//! time in transit, [`super::own_time::most_added`]) with its mean, signature; then, for
+//! the patterns a broker carried on after their answer (`⇒`), how long their work went
+//! on after it and each hop's time in its broker.
 
 use super::{NestReport, Render};
 use crate::trace::time::human_duration;
@@ -66,6 +68,7 @@ impl Render for Table {
             let cells: Vec<&str> = row.iter().map(String::as_str).collect();
             out.write_all(line(&cells).as_bytes())?;
         }
+        write_tails(report, out)?;
         let hidden = report.hidden();
         if hidden > 0 {
             writeln!(
@@ -92,4 +95,50 @@ fn adds_most(report: &NestReport<'_>, pattern: &crate::nesting::Pattern) -> Stri
         most_added_words(pattern, &most, &name),
         human_duration(most.mean)
     )
+}
+
+/// For each pattern shown with an asynchronous hop (`⇒`), the request's latency told
+/// apart from its tail: how long its work went on after the answer, and each hop's
+/// time in its broker.
+fn write_tails(report: &NestReport<'_>, out: &mut dyn Write) -> io::Result<()> {
+    let mut header = false;
+    for (rank, &i) in report.ranked.iter().enumerate() {
+        let p = &report.nesting.patterns[i];
+        if p.tails.is_empty() {
+            continue;
+        }
+        if !header {
+            writeln!(
+                out,
+                "\nwork after the answer (⇒: a broker carried the request on; p50, with p99):"
+            )?;
+            header = true;
+        }
+        let tail = p.tails.summary();
+        let hops: Vec<String> = (p.positions.iter())
+            .filter(|position| position.through_broker)
+            .map(|position| {
+                let queued = position.call_delays.summary();
+                format!(
+                    "{} held it {} ({}) for {}",
+                    report.trace.node_name(position.caller),
+                    human_duration(queued.p50 as f64),
+                    human_duration(queued.p99 as f64),
+                    report.trace.node_name(position.node)
+                )
+            })
+            .collect();
+        let latency = p.positions[0].latencies.summary();
+        writeln!(
+            out,
+            "  rank {}: answered in {} ({}), work went on {} ({}) after it; {}",
+            rank + 1,
+            human_duration(latency.p50 as f64),
+            human_duration(latency.p99 as f64),
+            human_duration(tail.p50 as f64),
+            human_duration(tail.p99 as f64),
+            hops.join("; ")
+        )?;
+    }
+    Ok(())
 }

@@ -624,6 +624,7 @@ impl Merged {
                 parent: Vec::new(),
                 confidence: Vec::new(),
                 complete: Vec::new(),
+                hops: Vec::new(),
                 patterns: self.patterns,
                 stats: self.stats,
             },
@@ -748,19 +749,27 @@ pub fn nest_held(
         Cutting::Whole(..) => Ok(nesting::nest(trace, options)?),
         Cutting::Streamed(streamed) => {
             let mut stats = streamed.nesting.stats;
+            // Each segment linked the deliveries whose publish it held; the whole trace
+            // links every one.
+            let followed = crate::brokers::follow(trace);
+            let pair_hops = nesting::hops::pair_hops(trace, &pairs, &followed);
+            let hops = nesting::hops::link(&pairs, &pair_hops, &mut parent, &mut confidence);
             stats.cycles_broken += nesting::parents::break_cycles(&mut parent);
-            let patterns = nesting::patterns::find_patterns(
-                trace,
-                &pairs,
-                (&parent, &confidence, &complete),
-                options.by_operation,
-            );
+            let tree = nesting::patterns::Tree {
+                parent: &parent,
+                confidence: &confidence,
+                complete: &complete,
+                hops: &hops,
+            };
+            let patterns =
+                nesting::patterns::find_patterns(trace, &pairs, tree, options.by_operation);
             stats.roots = parent.iter().filter(|&&p| p == nesting::NO_PARENT).count() as u64;
             Ok(Nesting {
                 pairs,
                 parent,
                 confidence,
                 complete,
+                hops,
                 patterns,
                 stats,
             })

@@ -458,6 +458,7 @@ fn tree(report: &NestReport<'_>, pattern: &Pattern, view: &View) -> Markup {
                     span.m { (human_duration(view.typical_own[i])) " own" }
                     span.m {
                         @if i == 0 { "called by " (report.trace.node_name(position.caller)) }
+                        @else if position.through_broker { "⇒ delivered by " (report.trace.node_name(position.caller)) " after " (human_duration(position.call_delays.summary().p50 as f64)) " in it" }
                         @else { "called " (human_duration(position.call_delays.summary().p50 as f64)) " after its caller" }
                     }
                     @if i > 0 {

@@ -1,0 +1,48 @@
+"""Each request's true path as `blackbox nest` writes it, for `blackbox eval --true-signatures`.
+
+Usage: signatures.py DIR   reads DIR/truth.jsonl (or .jsonl.gz), writes DIR/signatures.tsv
+
+One line per request whose checks all passed (truth.py's `problems` empty):
+`request-id<TAB>signature`. The request id is the `X-Request-Id` the client sent, which
+blackbox reads from the root call. truth.py writes the quote's path as it happened,
+`client->web(nats⇒worker-nats(cache)⇒nats⇒web)`; web waits for the reply, so blackbox
+nests the request/reply through nats as a call and writes `client->web(nats(worker-nats(cache)))`:
+the same path in the notation of calls. Every other path is written alike by both.
+"""
+import gzip
+import json
+import os
+import sys
+
+
+def notation(signature):
+    """truth.py's signature as blackbox writes the same path."""
+    quote = "client->web(nats⇒worker-nats(cache)⇒nats⇒web)"
+    if signature == quote:
+        return "client->web(nats(worker-nats(cache)))"
+    return signature
+
+
+def main(directory):
+    path = os.path.join(directory, "truth.jsonl")
+    opener = open
+    if not os.path.exists(path):
+        path += ".gz"
+        opener = gzip.open
+    written = skipped = 0
+    with opener(path, "rt") as source, open(os.path.join(directory, "signatures.tsv"), "w") as out:
+        out.write("# request id\tsignature (blackbox's notation), from %s\n" % os.path.basename(path))
+        for line in source:
+            request = json.loads(line)
+            if request.get("problems"):
+                skipped += 1
+                continue
+            out.write("%s\t%s\n" % (request["rid"], notation(request["signature"])))
+            written += 1
+    print("%s/signatures.tsv: %d requests (%d with failed checks left out)" % (directory, written, skipped))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

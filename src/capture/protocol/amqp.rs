@@ -350,6 +350,7 @@ impl Protocol for Amqp {
             status: Status::Unknown,
             propagated: headers_id(head, frame),
             content,
+            further: Vec::new(),
         }
     }
 }

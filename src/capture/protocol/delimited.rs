@@ -83,6 +83,9 @@ pub struct Delimited<P> {
     by_id: Vec<(u32, u32)>,
     /// Set once the protocol gives up framing (a switch to TLS): the rest by turns.
     by_turns: Option<Turns>,
+    /// The further messages ([`super::Further`]) of the message last labelled, interned,
+    /// until it is emitted.
+    further: Vec<(Content, Propagated)>,
 }
 
 impl<P: Protocol> Delimited<P> {
@@ -95,6 +98,7 @@ impl<P: Protocol> Delimited<P> {
             in_order: VecDeque::new(),
             by_id: Vec::new(),
             by_turns: None,
+            further: Vec::new(),
         }
     }
 
@@ -116,6 +120,14 @@ impl<P: Protocol> Delimited<P> {
             Some(id) => out.propagated(id),
             None => Propagated::NONE,
         };
+        self.further.clear();
+        for further in &label.further {
+            let propagated = match &further.propagated {
+                Some(id) => out.propagated(id),
+                None => Propagated::NONE,
+            };
+            self.further.push((further.content, propagated));
+        }
         Named {
             operation,
             status: label.status,
@@ -150,6 +162,8 @@ impl<P: Protocol> Delimited<P> {
                     );
                     let head = std::mem::take(&mut self.side(from).bytes);
                     let label = self.label(from, meaning, &head, out);
+                    // A message longer than what is held gives its first record alone.
+                    self.further.clear();
                     self.side(from).bytes = head;
                     let tail = Tail {
                         rest: len - buffered,
@@ -198,6 +212,7 @@ impl<P: Protocol> Delimited<P> {
                 }
                 Step::Message { len, meaning } if len > chunk.bytes.len() => {
                     let label = self.label(from, meaning, chunk.bytes, out);
+                    self.further.clear();
                     self.side(from).tail = Some(Tail {
                         rest: len - chunk.bytes.len(),
                         meaning,
@@ -277,7 +292,21 @@ impl<P: Protocol> Delimited<P> {
         }
         // A reply through a broker (a NATS reply) carries its payload as a publish does.
         framed.content = named.content;
+        let operation = framed.operation;
         out.messages.push(framed);
+        // The further messages the same bytes carried, each one-way, after it; keyed
+        // by the bytes after its first, which no other message of this side starts at.
+        if kind == Kind::Call || meaning == Meaning::OneWay {
+            for (k, (content, propagated)) in self.further.drain(..).enumerate() {
+                let key = CallKey::Seq(seq.wrapping_add(k as u32 + 1));
+                let mut further = Framed::new(from, Kind::Free, key, first, last);
+                further.operation = operation;
+                further.propagated = propagated;
+                further.content = content;
+                out.messages.push(further);
+            }
+        }
+        self.further.clear();
     }
 
     /// Takes a segment's bytes: a tail counted off, whole messages cut, the rest

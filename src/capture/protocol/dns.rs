@@ -178,12 +178,14 @@ impl Protocol for DnsOverTcp {
                 operation: question_type(message),
                 status: Status::Unknown,
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             Side::Server => Label {
                 propagated: None,
                 operation: None,
                 status: response_status(message),
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
         }
     }

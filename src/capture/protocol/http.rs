@@ -285,6 +285,7 @@ impl Protocol for Http {
                 },
                 status: super::Status::Unknown,
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             Side::Server => super::Label {
                 propagated: None,
@@ -294,6 +295,7 @@ impl Protocol for Http {
                     .and_then(|code| code.parse().ok())
                     .map_or(super::Status::Unknown, status),
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
         }
     }

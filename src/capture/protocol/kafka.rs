@@ -3,13 +3,18 @@
 //! the broker answers once the records are written (with `acks=0`, one-way). A
 //! `Fetch` response that brings records is a delivery, one-way from the broker: a
 //! consumer's fetches are long polls, and the request says nothing of what will come.
+//! Each record is a message of its own, with its own digest and request id: a producer
+//! batches several requests' records in one produce, and a consumer serves a fetch's
+//! records one by one, so the produce (or fetch response) is its first record's and
+//! each further record a one-way message beside it ([`super::Further`]).
 //! Fetches that bring nothing, and every other API (metadata, API versions, the group
 //! protocol, offset commits), are housekeeping. Topics name the operations; a record
 //! header carries the request id. Owns Kafka framing; linking a delivery to its
 //! publish is not its job.
 
 use super::{
-    destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step, MAX_HELD,
+    destination, propagation, Content, Further, Label, Meaning, Protocol, Side, Status, Step,
+    MAX_HELD,
 };
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -165,7 +170,7 @@ fn produce_acks(body: &[u8], version: i16) -> Option<i16> {
 /// A topic's records in a fetch response.
 struct Records<'a> {
     topic: &'a [u8],
-    /// Its record batches, and what follows them in the response.
+    /// Its record batches.
     batches: &'a [u8],
 }
 
@@ -177,7 +182,7 @@ fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
     let mut reader = Reader(body);
     // Positions in `body`, not slices, so the closure borrows only the reader.
     let at = |reader: &Reader<'_>| body.len() - reader.0.len();
-    let read = |reader: &mut Reader<'_>| -> Option<Option<(usize, usize, usize)>> {
+    let read = |reader: &mut Reader<'_>| -> Option<Option<(usize, usize, usize, usize)>> {
         if version >= 1 {
             reader.i32()?; // throttle time
         }
@@ -214,7 +219,7 @@ fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
                 let records = reader.bytes(compact, true)?.len();
                 // A record batch's header alone is 61 bytes.
                 if records >= 61 {
-                    return Some(Some((topic_at, topic_len, at(reader) - records)));
+                    return Some(Some((topic_at, topic_len, at(reader) - records, records)));
                 }
                 if compact {
                     reader.tagged_fields()?;
@@ -229,40 +234,68 @@ fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
     match read(&mut reader) {
         None => Err(()),
         Some(None) => Ok(None),
-        Some(Some((topic_at, topic_len, records_at))) => Ok(Some(Records {
+        Some(Some((topic_at, topic_len, records_at, len))) => Ok(Some(Records {
             topic: &body[topic_at..topic_at + topic_len],
-            batches: &body[records_at..],
+            batches: &body[records_at..records_at + len],
         })),
     }
 }
 
-/// The first record of the first batch of `records`, from its attributes to its
-/// end (what a producer wrote and a consumer reads, whatever offset the broker gave
-/// it), where the batch is not compressed.
-fn first_record(records: &[u8]) -> Option<&[u8]> {
-    let magic = *records.get(16)?;
-    let attributes = i16::from_be_bytes([*records.get(21)?, *records.get(22)?]);
-    if magic != 2 || attributes & 0x7 != 0 {
-        return None;
-    }
-    let mut reader = Reader(records.get(61..)?);
-    let len = usize::try_from(reader.varint()?).ok()?;
-    reader.take(len)
-}
+/// Records read from one produce or fetch at most: a fetch brings up to its
+/// `max.partition.fetch.bytes` (1 MiB by default), a few thousand small records.
+const MAX_RECORDS: usize = 4096;
 
-/// The request id in the first record's headers of the first record batch of
-/// `records`, where the batch is not compressed.
-fn record_headers_id(records: &[u8]) -> Option<String> {
+/// Each record of `batches` (record batches one after another), from its attributes to
+/// its end: what a producer wrote and a consumer reads, whatever offset the broker gave
+/// it. Compressed batches are passed over (their records cannot be read without
+/// inflating them), and a batch cut short gives the records it holds whole.
+fn records_of(mut batches: &[u8]) -> Vec<&[u8]> {
     // base offset (8), batch length (4), leader epoch (4), magic (1), crc (4),
     // attributes (2), last offset delta (4), first and max timestamps (16), producer
     // id (8), producer epoch (2), base sequence (4), record count (4).
-    let magic = *records.get(16)?;
-    let attributes = i16::from_be_bytes([*records.get(21)?, *records.get(22)?]);
-    if magic != 2 || attributes & 0x7 != 0 {
-        return None;
+    let mut records = Vec::new();
+    while batches.len() >= 61 && records.len() < MAX_RECORDS {
+        let length = i32::from_be_bytes([batches[8], batches[9], batches[10], batches[11]]);
+        let Ok(length) = usize::try_from(length) else {
+            break;
+        };
+        let end = 12usize.saturating_add(length).min(batches.len());
+        let batch = &batches[..end];
+        let magic = batch.get(16).copied();
+        let attributes = batch.get(21..23).map(|a| i16::from_be_bytes([a[0], a[1]]));
+        let count = batch
+            .get(57..61)
+            .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+        if let (Some(2), Some(attributes), Some(count)) = (magic, attributes, count) {
+            if attributes & 0x7 == 0 {
+                let mut reader = Reader(batch.get(61..).unwrap_or(&[]));
+                for _ in 0..count.clamp(0, MAX_RECORDS as i32) {
+                    let Some(len) = reader.varint().and_then(|len| usize::try_from(len).ok())
+                    else {
+                        break;
+                    };
+                    let Some(record) = reader.take(len) else {
+                        break;
+                    };
+                    if records.len() == MAX_RECORDS {
+                        break;
+                    }
+                    records.push(record);
+                }
+            }
+        }
+        if end < 61 {
+            break;
+        }
+        batches = &batches[end..];
     }
-    let mut reader = Reader(records.get(61..)?);
-    reader.varint()?; // record length
+    records
+}
+
+/// The request id in a record's headers (`record` from its attributes on, as
+/// [`records_of`] gives it).
+fn record_id(record: &[u8]) -> Option<String> {
+    let mut reader = Reader(record);
     reader.take(1)?; // attributes
     reader.varint()?; // timestamp delta
     reader.varint()?; // offset delta
@@ -412,12 +445,22 @@ impl Protocol for Kafka {
 
     fn label<'b>(&mut self, from: Side, meaning: Meaning, head: &'b [u8]) -> Label<'b> {
         let message = head.get(4..).unwrap_or(&[]);
-        let named = |verb: &str, topic: &[u8], records: &[u8]| Label {
-            operation: Some(Cow::Owned(format!("{verb} {}", destination(topic)))),
-            status: Status::Unknown,
-            propagated: record_headers_id(records),
-            content: first_record(records)
-                .map_or(Content::NONE, |record| Content::of(topic, record)),
+        // One message per record: the first is the produce or the fetch response
+        // itself, each further one a message of its own.
+        let named = |verb: &str, topic: &[u8], batches: &[u8]| {
+            let records = records_of(batches);
+            let each = |record: &&[u8]| Further {
+                content: Content::of(topic, record),
+                propagated: record_id(record),
+            };
+            let first = records.first().map(each);
+            Label {
+                operation: Some(Cow::Owned(format!("{verb} {}", destination(topic)))),
+                status: Status::Unknown,
+                propagated: first.as_ref().and_then(|first| first.propagated.clone()),
+                content: first.map_or(Content::NONE, |first| first.content),
+                further: records.iter().skip(1).map(each).collect(),
+            }
         };
         match (from, meaning) {
             (Side::Client, Meaning::Request(_) | Meaning::OneWay) => {
@@ -504,6 +547,7 @@ mod tests {
     use super::super::delimited::Delimited;
     use super::super::{Chunk, Framer, Output};
     use super::*;
+    use crate::trace::Kind;
 
     fn zigzag(value: i64, out: &mut Vec<u8>) {
         let mut raw = ((value << 1) ^ (value >> 63)) as u64;
@@ -519,27 +563,36 @@ mod tests {
 
     /// A record batch (magic 2, uncompressed) of one record with a request id header.
     fn batch(value: &[u8], id: &[u8]) -> Vec<u8> {
-        let mut record = vec![0];
-        zigzag(0, &mut record); // timestamp delta
-        zigzag(0, &mut record); // offset delta
-        zigzag(-1, &mut record); // no key
-        zigzag(value.len() as i64, &mut record);
-        record.extend_from_slice(value);
-        zigzag(1, &mut record);
-        zigzag(12, &mut record);
-        record.extend_from_slice(b"X-Request-Id");
-        zigzag(id.len() as i64, &mut record);
-        record.extend_from_slice(id);
+        batch_of(&[(value, id)])
+    }
+
+    /// A record batch of one record per (value, request id).
+    fn batch_of(records: &[(&[u8], &[u8])]) -> Vec<u8> {
         let mut batch = 0i64.to_be_bytes().to_vec();
-        batch.extend_from_slice(&0i32.to_be_bytes()); // length: not checked
+        batch.extend_from_slice(&0i32.to_be_bytes()); // length, below
         batch.extend_from_slice(&0i32.to_be_bytes());
         batch.push(2);
         batch.extend_from_slice(&[0; 4]); // crc
         batch.extend_from_slice(&[0; 2]); // attributes
         batch.extend_from_slice(&[0; 4 + 8 + 8 + 8 + 2 + 4]);
-        batch.extend_from_slice(&1i32.to_be_bytes());
-        zigzag(record.len() as i64, &mut batch);
-        batch.extend_from_slice(&record);
+        batch.extend_from_slice(&(records.len() as i32).to_be_bytes());
+        for (offset, (value, id)) in records.iter().enumerate() {
+            let mut record = vec![0];
+            zigzag(0, &mut record); // timestamp delta
+            zigzag(offset as i64, &mut record); // offset delta
+            zigzag(-1, &mut record); // no key
+            zigzag(value.len() as i64, &mut record);
+            record.extend_from_slice(value);
+            zigzag(1, &mut record);
+            zigzag(12, &mut record);
+            record.extend_from_slice(b"X-Request-Id");
+            zigzag(id.len() as i64, &mut record);
+            record.extend_from_slice(id);
+            zigzag(record.len() as i64, &mut batch);
+            batch.extend_from_slice(&record);
+        }
+        let length = (batch.len() - 12) as i32;
+        batch[8..12].copy_from_slice(&length.to_be_bytes());
         batch
     }
 
@@ -683,6 +736,51 @@ mod tests {
         // Both fetches and the empty answer.
         assert_eq!(consumer.housekeeping.len(), 3);
         assert!(consumer.problems.is_empty(), "{:?}", consumer.problems);
+    }
+
+    #[test]
+    fn each_record_of_a_produce_or_a_fetch_is_a_message_of_its_own() {
+        // Two batches, three records: one produce from web, one fetch to the worker.
+        let mut records = batch_of(&[(b"{\"order\":1}", b"r-1"), (b"{\"order\":2}", b"r-2")]);
+        records.extend(batch(b"{\"order\":3}", b"r-3"));
+        let producer = run(&[
+            (Side::Client, produce(2, 1, b"orders", &records)),
+            (Side::Server, produce_response(2, b"orders", 0)),
+        ]);
+        assert_eq!(
+            described(&producer),
+            [
+                "Client Call publish orders Unknown id=r-1",
+                "Client Free publish orders Unknown id=r-2",
+                "Client Free publish orders Unknown id=r-3",
+                "Server Return  Ok",
+            ]
+        );
+        let consumer = run(&[
+            (Side::Client, fetch(8)),
+            (Side::Server, fetch_response(8, b"orders", &records)),
+        ]);
+        assert_eq!(
+            described(&consumer),
+            [
+                "Server Free deliver orders Unknown id=r-1",
+                "Server Free deliver orders Unknown id=r-2",
+                "Server Free deliver orders Unknown id=r-3",
+            ]
+        );
+        // Each record's digest is the same on its way in and its way out, and its own.
+        let contents = |out: &Output| -> Vec<Content> {
+            let mut contents: Vec<Content> = (out.messages.iter())
+                .filter(|m| m.kind != Kind::Return)
+                .map(|m| m.content)
+                .collect();
+            contents.sort();
+            contents
+        };
+        assert_eq!(contents(&producer), contents(&consumer));
+        let mut distinct = contents(&consumer);
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3);
     }
 
     #[test]

@@ -327,6 +327,7 @@ impl Protocol for Memcached {
                     .map(|&opcode| Cow::Borrowed(binary_name(opcode))),
                 status: Status::Unknown,
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             Side::Client => Label {
                 propagated: None,
@@ -335,6 +336,7 @@ impl Protocol for Memcached {
                     .map(Cow::Borrowed),
                 status: Status::Unknown,
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             // The status field: 0 is success; 1 (key not found) is an answer too.
             Side::Server if binary => Label {
@@ -346,6 +348,7 @@ impl Protocol for Memcached {
                     None => Status::Unknown,
                 },
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             Side::Server => Label {
                 propagated: None,
@@ -355,6 +358,7 @@ impl Protocol for Memcached {
                     _ => Status::Ok,
                 },
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
         }
     }

@@ -331,6 +331,19 @@ pub struct Label<'b> {
     pub propagated: Option<String>,
     /// What a broker's message carries (see [`Framed::content`]).
     pub content: Content,
+    /// Further messages the same bytes carry, each a one-way message of its own with the
+    /// same operation and times: a Kafka produce's or fetch's records after the first,
+    /// each published by its own request and consumed on its own.
+    pub further: Vec<Further>,
+}
+
+/// One further message of a [`Label`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Further {
+    /// What it carries.
+    pub content: Content,
+    /// The request id it carries.
+    pub propagated: Option<String>,
 }
 
 /// Finds the end of the first line (the index after its `\n`), looking at no more than

@@ -276,6 +276,7 @@ impl Protocol for Mqtt {
             status: Status::Unknown,
             propagated,
             content,
+            further: Vec::new(),
         }
     }
 }

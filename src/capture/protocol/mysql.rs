@@ -564,6 +564,7 @@ impl Protocol for MySql {
                     operation: Some(operation),
                     status: Status::Unknown,
                     content: super::Content::NONE,
+                    further: Vec::new(),
                 }
             }
             (Side::Server, Meaning::Reply(_)) => {
@@ -578,6 +579,7 @@ impl Protocol for MySql {
                     operation: None,
                     status: std::mem::take(&mut self.answered),
                     content: super::Content::NONE,
+                    further: Vec::new(),
                 }
             }
             _ => Label::default(),

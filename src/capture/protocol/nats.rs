@@ -256,6 +256,7 @@ impl Protocol for Nats {
             status: Status::Unknown,
             propagated,
             content,
+            further: Vec::new(),
         }
     }
 }

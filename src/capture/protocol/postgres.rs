@@ -216,6 +216,7 @@ impl Protocol for Postgres {
                 operation: Some(request_name(head)),
                 status: Status::Unknown,
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             (Side::Server, Meaning::Reply(_)) => Label {
                 propagated: None,
@@ -226,6 +227,7 @@ impl Protocol for Postgres {
                     Status::Ok
                 },
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             _ => Label::default(),
         }

@@ -143,6 +143,7 @@ impl Protocol for Resp {
                 operation: command_name(head).map(Cow::Owned),
                 status: Status::Unknown,
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             Side::Server => Label {
                 propagated: None,
@@ -153,6 +154,7 @@ impl Protocol for Resp {
                     None => Status::Unknown,
                 },
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
         }
     }

@@ -390,6 +390,7 @@ impl Protocol for Thrift {
                 operation: std::str::from_utf8(header.name).ok().map(Cow::Borrowed),
                 status: Status::Unknown,
                 content: super::Content::NONE,
+                further: Vec::new(),
             },
             Side::Server => {
                 // A reply's struct holds field 0 (the result) or a declared exception.
@@ -417,6 +418,7 @@ impl Protocol for Thrift {
                         Status::Ok
                     },
                     content: super::Content::NONE,
+                    further: Vec::new(),
                 }
             }
         }

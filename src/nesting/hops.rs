@@ -96,6 +96,103 @@ pub fn link(
     asynchronous
 }
 
+/// A node that serves its calls of one type one at a time, first in, first out, at
+/// either end of a broker: where a node that consumes a broker's deliveries, or
+/// publishes to one, makes exactly as many calls of one kind (callee and operation: a
+/// cache's `SET`, a broker's `publish orders`) as it got calls of one type (caller and
+/// operation: `deliver orders`, `POST /order`), and giving the n-th call to the n-th
+/// of them never has a call leave before its parent came (or, where the parent is
+/// answered, return after its answer), the n-th call is the n-th parent's. Under a
+/// queue the joint choice times a delivery's work from its own arrival and gives it to
+/// the newest of the deliveries waiting (at 32 clients, 737 of 920 wrong calls at
+/// RabbitMQ's consumer); the order of service tells them apart. At a producer only the
+/// kinds that are broker messages are placed so. A kind two types could take is left
+/// to the choice, and so is a kind whose calls the request ids they carry already gave
+/// their parents (`ids`: they are read). Returns the calls given a parent this way.
+pub fn serve_in_order(
+    trace: &Trace,
+    pairs: &[CallPair],
+    (hops, ids): (&PairHops, bool),
+    parent: &mut [u32],
+    confidence: &mut [f32],
+) -> u64 {
+    type Kind = (NodeId, crate::trace::OperationId);
+    // Per node at an end of a broker (consuming: true; only publishing: false), its
+    // calls in and out.
+    let mut nodes: std::collections::BTreeMap<NodeId, (bool, Vec<u32>, Vec<u32>)> =
+        std::collections::BTreeMap::new();
+    for &(delivery, publish) in &hops.links {
+        nodes.entry(pairs[delivery as usize].callee).or_default().0 = true;
+        nodes.entry(pairs[publish as usize].caller).or_default();
+    }
+    for (index, pair) in pairs.iter().enumerate() {
+        if let Some(node) = nodes.get_mut(&pair.callee) {
+            node.1.push(index as u32);
+        }
+        if let Some(node) = nodes.get_mut(&pair.caller) {
+            let message = trace
+                .content(pair.call_id, crate::trace::Kind::Call)
+                .is_some();
+            if node.0 || message {
+                node.2.push(index as u32);
+            }
+        }
+    }
+    let mut placed = 0;
+    for (_, deliveries, calls) in nodes.values_mut() {
+        let group = |list: &mut Vec<u32>, key: &dyn Fn(&CallPair) -> Kind| {
+            let mut groups: std::collections::BTreeMap<Kind, Vec<u32>> = Default::default();
+            for &index in list.iter() {
+                groups
+                    .entry(key(&pairs[index as usize]))
+                    .or_default()
+                    .push(index);
+            }
+            groups
+        };
+        let operation = |pair: &CallPair| trace.operation(pair.call_id);
+        let mut types = group(deliveries, &|p| (p.caller, operation(p)));
+        for list in types.values_mut() {
+            list.sort_unstable_by_key(|&i| (pairs[i as usize].callee_recv, i));
+        }
+        let mut kinds = group(calls, &|p| (p.callee, operation(p)));
+        for list in kinds.values_mut() {
+            list.sort_unstable_by_key(|&i| (pairs[i as usize].caller_send, i));
+        }
+        for kind in kinds.values() {
+            let by_id = |&call: &u32| {
+                let id = trace.propagated(pairs[call as usize].call_id);
+                let chosen = parent[call as usize];
+                id != crate::trace::PropagatedId::NONE
+                    && chosen != super::NO_PARENT
+                    && trace.propagated(pairs[chosen as usize].call_id) == id
+            };
+            if ids && kind.iter().any(by_id) {
+                continue;
+            }
+            let in_order = |deliveries: &&Vec<u32>| {
+                deliveries.len() == kind.len()
+                    && deliveries.iter().zip(kind).all(|(&delivery, &call)| {
+                        let (delivery, call) = (&pairs[delivery as usize], &pairs[call as usize]);
+                        call.caller_send >= delivery.callee_recv
+                            && (is_one_way(trace, delivery)
+                                || call.caller_return <= delivery.callee_return)
+                    })
+            };
+            let mut fitting = types.values().filter(in_order);
+            let (Some(deliveries), None) = (fitting.next(), fitting.next()) else {
+                continue;
+            };
+            for (&delivery, &call) in deliveries.iter().zip(kind) {
+                parent[call as usize] = delivery;
+                confidence[call as usize] = 1.0;
+                placed += 1;
+            }
+        }
+    }
+    placed
+}
+
 #[cfg(test)]
 mod tests {
     use crate::nesting::{nest, NestOptions};
@@ -160,5 +257,36 @@ mod tests {
         );
         // The request answered at 1.003; the worker's last call returned at 1.015.
         assert_eq!(order.tails.values(), Some(&[12_000_000][..]));
+    }
+
+    #[test]
+    fn a_consumer_serving_in_order_gives_each_delivery_its_place_in_the_queue() {
+        // Two orders wait at the worker together; it serves them in turn, each with a
+        // SET, and acks each after its SET.
+        let trace = trace_from_str(
+            "1.000 MSG web rabbit p1 msg=000000a1 op=publish_orders\n\
+             1.002 MSG web rabbit p2 msg=000000a2 op=publish_orders\n\
+             1.010 CALL rabbit worker d1 msg=000000a1 op=deliver_orders\n\
+             1.011 CALL rabbit worker d2 msg=000000a2 op=deliver_orders\n\
+             1.020 CALL worker cache s1 op=SET\n\
+             1.021 RET cache worker s1\n\
+             1.022 RET worker rabbit d1\n\
+             1.030 CALL worker cache s2 op=SET\n\
+             1.031 RET cache worker s2\n\
+             1.032 RET worker rabbit d2\n",
+        );
+        let nesting = nest(&trace, &NestOptions::default()).unwrap();
+        assert_eq!(nesting.stats.served_in_order, 2);
+        let id = |i: usize| trace.call_id_text(nesting.pairs[i].call_id).to_owned();
+        let parent_of = |name: &str| {
+            let i = (0..nesting.pairs.len()).find(|&i| id(i) == name).unwrap();
+            id(nesting.parent[i] as usize)
+        };
+        assert_eq!(
+            (parent_of("s1"), parent_of("s2")),
+            ("d1".into(), "d2".into())
+        );
+        assert_eq!(nesting.patterns.len(), 1, "{:?}", nesting.patterns);
+        assert_eq!(nesting.patterns[0].signature, "web->rabbit⇒worker(cache)");
     }
 }

@@ -212,6 +212,10 @@ pub struct NestStats {
     /// Of those, the ones their publish did not wait for: asynchronous hops.
     #[serde(skip_serializing_if = "is_zero")]
     pub broker_hops: u64,
+    /// Calls of consumers that serve their deliveries first in, first out, given the
+    /// delivery of their place in that order ([`hops::serve_in_order`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub served_in_order: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -432,6 +436,13 @@ fn nest_starting(
         links as f64 / children_with_candidates as f64
     };
     let hops = hops::link(&pairs, &pair_hops, &mut parent, &mut confidence);
+    stats.served_in_order = hops::serve_in_order(
+        trace,
+        &pairs,
+        (&pair_hops, options.ids),
+        &mut parent,
+        &mut confidence,
+    );
     let counted = |delivery: u32| u64::from(in_core(pairs[delivery as usize].caller_send));
     stats.broker_links = pair_hops.links.iter().map(|link| counted(link.0)).sum();
     stats.broker_hops = hops.iter().map(|&delivery| counted(delivery)).sum();

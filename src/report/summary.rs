@@ -167,6 +167,19 @@ fn write_nesting(nest: &NestStats, patterns: usize, out: &mut dyn Write) -> io::
             plural(nest.async_left_roots),
         )?;
     }
+    if nest.broker_links > 0 {
+        writeln!(
+            out,
+            "through brokers: {} deliver{} given the message that brought {} in as parent, {} of them not waited for (⇒); {} consumer call{} given the delivery of {} place in first-in, first-out order",
+            nest.broker_links,
+            if nest.broker_links == 1 { "y" } else { "ies" },
+            if nest.broker_links == 1 { "it" } else { "them" },
+            nest.broker_hops,
+            nest.served_in_order,
+            plural(nest.served_in_order),
+            if nest.served_in_order == 1 { "its" } else { "their" },
+        )?;
+    }
     if nest.connection_affinity_nodes > 0 {
         writeln!(
             out,

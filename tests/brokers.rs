@@ -207,11 +207,11 @@ fn requests_in_true_patterns(files: &[PathBuf], extra: &[&str]) -> BTreeMap<Stri
 
 #[test]
 fn a_request_and_the_work_its_message_caused_are_one_path() {
-    // With the brokers' captures and without them (named from hosts.tsv), the ids
-    // read: each asynchronous hop joins the consumer's work to the request (`⇒`), each
-    // Kafka record on its own, each consumer's calls go to the deliveries in the order
-    // it served them, and the NATS request/reply nests as a call: every request in its
-    // true pattern.
+    // With the brokers' captures and without them (named from hosts.tsv): each
+    // asynchronous hop joins the consumer's work to the request (`⇒`), each Kafka
+    // record on its own, each consumer's calls go to the deliveries in the order it
+    // served them, and the NATS request/reply nests as a call: with the ids read every
+    // request in its true pattern, without them 99% or more of each path's.
     let names = tempfile::NamedTempFile::new().unwrap();
     let hosts = std::fs::read_to_string(shipped().join("hosts.tsv")).unwrap();
     let lines: Vec<String> = (hosts.lines())
@@ -228,11 +228,24 @@ fn a_request_and_the_work_its_message_caused_are_one_path() {
         "worker-kafka",
         "worker-mqtt",
     ]);
-    let names_flag = ["--names", names.path().to_str().unwrap()];
-    for (files, extra) in [(captures(&[]), &[][..]), (without_brokers, &names_flag[..])] {
+    let names = names.path().to_str().unwrap();
+    let ignoring = ["--ignore-ids", "--names", names];
+    for (files, extra) in [
+        (captures(&[]), &["--names", names][..]),
+        (without_brokers.clone(), &["--names", names][..]),
+        (captures(&[]), &ignoring[..]),
+        (without_brokers, &ignoring[..]),
+    ] {
         let scores = requests_in_true_patterns(&files, extra);
         for (signature, (right, requests)) in &scores {
-            assert_eq!(right, requests, "{signature}: {scores:?}");
+            match extra.contains(&"--ignore-ids") {
+                // Inferred from the times alone: the done-when of issue 48.
+                true => assert!(
+                    *right as f64 >= 0.99 * *requests as f64,
+                    "{signature}: {scores:?}"
+                ),
+                false => assert_eq!(right, requests, "{signature}: {scores:?}"),
+            }
         }
         assert_eq!(scores.len(), 5, "{scores:?}");
         assert!(scores.contains_key("client->web(rabbit⇒worker-amqp(cache,cache))"));

@@ -164,6 +164,20 @@ pub struct Explanation {
     pub confidence: f32,
     /// Calls open around it set aside because its propagated id named its parent.
     pub set_aside_by_id: usize,
+    /// How its parent was given before any choice, where it was: then there are no
+    /// candidates and no decisions.
+    pub placed: Option<Placed>,
+}
+
+/// How a call got its parent without the per-node choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// A broker's delivery: its parent is the message that brought it in, linked by
+    /// what both carry.
+    ThroughBroker,
+    /// A call of a node at an end of a broker that serves in order: its parent is the
+    /// call of its place in that order.
+    InOrder,
 }
 
 /// Replays the parent choice of `call` (an index into `nesting.pairs`) at its sender,
@@ -172,13 +186,38 @@ pub struct Explanation {
 pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u32) -> Explanation {
     let pairs: &[CallPair] = &nesting.pairs;
     let node = pairs[call as usize].caller;
+    // As the nesting did: the calls placed before the choice are left out of it.
+    let hops = super::hops::pair_hops(trace, pairs, &crate::brokers::follow(trace));
+    let in_order = super::hops::serve_in_order(trace, pairs, (&hops, options.ids));
+    let before_choice = super::hops::placed_before_choice(&hops, &in_order);
+    if before_choice.binary_search(&call).is_ok() {
+        let linked = hops
+            .links
+            .binary_search_by_key(&call, |link| link.0)
+            .is_ok();
+        return Explanation {
+            call,
+            node,
+            decisions: 0,
+            order: 0,
+            candidates: Vec::new(),
+            greedy: NO_PARENT,
+            chosen: nesting.parent[call as usize],
+            parent: nesting.parent[call as usize],
+            confidence: nesting.confidence[call as usize],
+            set_aside_by_id: 0,
+            placed: Some(match linked {
+                true => Placed::ThroughBroker,
+                false => Placed::InOrder,
+            }),
+        };
+    }
     let incoming: Vec<u32> = (0..pairs.len() as u32)
         .filter(|&i| pairs[i as usize].callee == node)
         .collect();
     let outgoing: Vec<u32> = (0..pairs.len() as u32)
-        .filter(|&i| pairs[i as usize].caller == node)
+        .filter(|&i| pairs[i as usize].caller == node && before_choice.binary_search(&i).is_err())
         .collect();
-    let hops = super::hops::pair_hops(trace, pairs, &crate::brokers::follow(trace));
     let scalars = NodeScalars {
         lost: super::lost_shares(trace, pairs, &|_| true)[node.0 as usize],
         tick: super::call_pairs::tick(pairs),
@@ -247,6 +286,7 @@ pub fn explain(trace: &Trace, nesting: &Nesting, options: &NestOptions, call: u3
         parent: nesting.parent[call as usize],
         confidence: nesting.confidence[call as usize],
         set_aside_by_id: record.set_aside_by_id,
+        placed: None,
     }
 }
 
@@ -353,5 +393,36 @@ mod tests {
         let e = explain(&trace, &nesting, &NestOptions::default(), calls[0]);
         assert!(e.candidates.is_empty());
         assert_eq!((e.chosen, e.parent), (NO_PARENT, NO_PARENT));
+    }
+
+    #[test]
+    fn a_call_placed_before_the_choice_is_explained_by_how() {
+        // Two orders through the broker, each served by one SET in turn: the deliveries
+        // are linked by their payloads, the SETs placed by the order of service.
+        let trace = trace_from_str(
+            "1.000 MSG web rabbit p1 msg=000000a1 op=publish_orders\n\
+             1.002 MSG web rabbit p2 msg=000000a2 op=publish_orders\n\
+             1.010 CALL rabbit worker d1 msg=000000a1 op=deliver_orders\n\
+             1.011 CALL rabbit worker d2 msg=000000a2 op=deliver_orders\n\
+             1.020 CALL worker cache s1 op=SET\n\
+             1.021 RET cache worker s1\n\
+             1.022 RET worker rabbit d1\n\
+             1.030 CALL worker cache s2 op=SET\n\
+             1.031 RET cache worker s2\n\
+             1.032 RET worker rabbit d2\n",
+        );
+        let options = NestOptions::default();
+        let nesting = nest(&trace, &options).unwrap();
+        let explained = |id: &str| {
+            let calls = find_calls(&trace, &nesting, &CallQuery::Id(id.into())).unwrap();
+            explain(&trace, &nesting, &options, calls[0])
+        };
+        let id = |i: u32| trace.call_id_text(nesting.pairs[i as usize].call_id);
+        let (delivery, set) = (explained("d2"), explained("s2"));
+        assert_eq!(delivery.placed, Some(Placed::ThroughBroker));
+        assert_eq!(id(delivery.parent), "p2");
+        assert_eq!(set.placed, Some(Placed::InOrder));
+        assert_eq!(id(set.parent), "d2");
+        assert!(set.candidates.is_empty() && set.decisions == 0);
     }
 }

@@ -3,8 +3,10 @@
 //! carry), so the consumer's work joins the producer's request. Owns turning those
 //! links into parent links between call pairs, which of them the producer did not wait
 //! for (the asynchronous hops a signature writes `⇒`), and which nodes consume one-way
-//! deliveries (whose work after a delivery is its children). Finding the links is
-//! [`crate::brokers`]'s; choosing the consumer's parents is the per-node choice's.
+//! deliveries (whose work after a delivery is its children), and the calls of nodes at
+//! either end of a broker that the order of service places, before the per-node choice,
+//! which leaves out every call placed here. Finding the links is [`crate::brokers`]'s;
+//! choosing the parents of the calls left is the per-node choice's.
 
 use super::call_pairs::{is_one_way, CallPair};
 use super::candidates::outlives;
@@ -109,15 +111,16 @@ pub fn link(
 /// the newest of the deliveries waiting (at 32 clients, 737 of 920 wrong calls at
 /// RabbitMQ's consumer); the order of service tells them apart. At a producer only the
 /// kinds that are broker messages are placed so. A kind two types could take is left
-/// to the choice, and so is a kind whose calls the request ids they carry already gave
-/// their parents (`ids`: they are read). Returns the calls given a parent this way.
+/// to the choice, and so is a kind whose calls carry the request id of a call into the
+/// node, which the choice places by it (`ids`: they are read). Runs before the choice,
+/// which then weighs only the calls left: a consumer's calls out are candidates of
+/// every delivery in its window (500 ms), and placing them here spares that search.
+/// Returns (call, parent) of the calls placed, ascending by call.
 pub fn serve_in_order(
     trace: &Trace,
     pairs: &[CallPair],
     (hops, ids): (&PairHops, bool),
-    parent: &mut [u32],
-    confidence: &mut [f32],
-) -> u64 {
+) -> Vec<(u32, u32)> {
     type Kind = (NodeId, crate::trace::OperationId);
     // Per node at an end of a broker (consuming: true; only publishing: false), its
     // calls in and out.
@@ -140,7 +143,7 @@ pub fn serve_in_order(
             }
         }
     }
-    let mut placed = 0;
+    let mut placed = Vec::new();
     for (_, deliveries, calls) in nodes.values_mut() {
         let group = |list: &mut Vec<u32>, key: &dyn Fn(&CallPair) -> Kind| {
             let mut groups: std::collections::BTreeMap<Kind, Vec<u32>> = Default::default();
@@ -161,15 +164,17 @@ pub fn serve_in_order(
         for list in kinds.values_mut() {
             list.sort_unstable_by_key(|&i| (pairs[i as usize].caller_send, i));
         }
+        let ids_in: hashbrown::HashSet<crate::trace::PropagatedId> = match ids {
+            true => (deliveries.iter())
+                .map(|&call| trace.propagated(pairs[call as usize].call_id))
+                .filter(|&id| id != crate::trace::PropagatedId::NONE)
+                .collect(),
+            false => Default::default(),
+        };
         for kind in kinds.values() {
-            let by_id = |&call: &u32| {
-                let id = trace.propagated(pairs[call as usize].call_id);
-                let chosen = parent[call as usize];
-                id != crate::trace::PropagatedId::NONE
-                    && chosen != super::NO_PARENT
-                    && trace.propagated(pairs[chosen as usize].call_id) == id
-            };
-            if ids && kind.iter().any(by_id) {
+            let by_id =
+                |&call: &u32| ids_in.contains(&trace.propagated(pairs[call as usize].call_id));
+            if kind.iter().any(by_id) {
                 continue;
             }
             // First in, first out where exactly one type fits so; else any causal
@@ -194,14 +199,32 @@ pub fn serve_in_order(
                     }
                 }
             };
-            for (&call, &chosen) in kind.iter().zip(&chosen) {
-                parent[call as usize] = chosen;
-                confidence[call as usize] = 1.0;
-                placed += 1;
-            }
+            placed.extend(kind.iter().copied().zip(chosen));
         }
     }
+    placed.sort_unstable();
     placed
+}
+
+/// The calls whose parents the broker's links and the order of service give, ascending:
+/// the per-node choice leaves them out.
+pub fn placed_before_choice(hops: &PairHops, in_order: &[(u32, u32)]) -> Vec<u32> {
+    let mut placed: Vec<u32> = (hops.links.iter().map(|&(delivery, _)| delivery))
+        .chain(in_order.iter().map(|&(call, _)| call))
+        .collect();
+    placed.sort_unstable();
+    placed.dedup();
+    placed
+}
+
+/// Gives each call of `placed` ((call, parent) from [`serve_in_order`]) its parent,
+/// sure. Returns how many.
+pub fn place(placed: &[(u32, u32)], parent: &mut [u32], confidence: &mut [f32]) -> u64 {
+    for &(call, chosen) in placed {
+        parent[call as usize] = chosen;
+        confidence[call as usize] = 1.0;
+    }
+    placed.len() as u64
 }
 
 /// Each of `calls` (one kind, in the order they left) given one of `parents` (one

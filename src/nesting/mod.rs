@@ -338,6 +338,10 @@ fn nest_starting(
     let in_core = |time: Nanos| core.is_none_or(|core| in_core(core, time));
     let (pairs, pairing) = find_call_pairs_checked(trace, &in_core)?;
     let pair_hops = hops::pair_hops(trace, &pairs, &crate::brokers::follow(trace));
+    // Placed before the choice, which then leaves them out: the deliveries the broker
+    // linked and the calls served in order.
+    let in_order = hops::serve_in_order(trace, &pairs, (&pair_hops, options.ids));
+    let placed = hops::placed_before_choice(&pair_hops, &in_order);
     let tick = call_pairs::tick(&pairs);
     let start = start.map(|start| start(&pairs));
     if let Some(start) = &start {
@@ -355,9 +359,13 @@ fn nest_starting(
     let node_count = trace.nodes.len();
     let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); node_count];
     let mut outgoing: Vec<Vec<u32>> = vec![Vec::new(); node_count];
+    let mut placed = placed.into_iter().peekable();
     for (i, p) in pairs.iter().enumerate() {
         incoming[p.callee.0 as usize].push(i as u32);
-        outgoing[p.caller.0 as usize].push(i as u32);
+        match placed.next_if_eq(&(i as u32)) {
+            Some(_) => {}
+            None => outgoing[p.caller.0 as usize].push(i as u32),
+        }
     }
     let lost = lost_shares(trace, &pairs, &in_core);
     let gather = |id: crate::trace::NodeId| {
@@ -436,13 +444,7 @@ fn nest_starting(
         links as f64 / children_with_candidates as f64
     };
     let hops = hops::link(&pairs, &pair_hops, &mut parent, &mut confidence);
-    stats.served_in_order = hops::serve_in_order(
-        trace,
-        &pairs,
-        (&pair_hops, options.ids),
-        &mut parent,
-        &mut confidence,
-    );
+    stats.served_in_order = hops::place(&in_order, &mut parent, &mut confidence);
     let counted = |delivery: u32| u64::from(in_core(pairs[delivery as usize].caller_send));
     stats.broker_links = pair_hops.links.iter().map(|link| counted(link.0)).sum();
     stats.broker_hops = hops.iter().map(|&delivery| counted(delivery)).sum();

@@ -3,7 +3,7 @@
 //! own, waiting on its calls, its messages in transit). The numbers come from
 //! [`crate::nesting::explain`] and the nesting.
 
-use crate::nesting::explain::Explanation;
+use crate::nesting::explain::{Explanation, Placed};
 use crate::nesting::{Nesting, ASYNC_CONFIDENCE};
 use crate::nesting::{Penalties, NO_PARENT};
 use crate::trace::time::{format_seconds, human_duration};
@@ -115,6 +115,28 @@ pub fn write(
             }
         )?;
         writeln!(out, "{}", latency_parts(trace, nesting, e.call))?;
+        let parent = match e.parent {
+            NO_PARENT => "no parent".to_owned(),
+            parent => call_name(parent),
+        };
+        match e.placed {
+            Some(Placed::ThroughBroker) => {
+                writeln!(
+                    out,
+                    "A delivery through the broker {}: its parent is the message that brought it in, {parent}, linked by the destination and payload both carry; no choice was made.",
+                    trace.node_name(call.caller)
+                )?;
+                continue;
+            }
+            Some(Placed::InOrder) => {
+                writeln!(
+                    out,
+                    "{node} serves its calls in order at an end of a broker: exactly as many calls of this kind left it as calls of one type came in, so each is the work of the call of its place in that order. Its parent is {parent}; no choice was made.",
+                )?;
+                continue;
+            }
+            None => {}
+        }
         writeln!(
             out,
             "{node} decides the parents of its {} outgoing calls in call-time order; this is number {}.",

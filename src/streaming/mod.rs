@@ -754,13 +754,8 @@ pub fn nest_held(
             let followed = crate::brokers::follow(trace);
             let pair_hops = nesting::hops::pair_hops(trace, &pairs, &followed);
             let hops = nesting::hops::link(&pairs, &pair_hops, &mut parent, &mut confidence);
-            stats.served_in_order = nesting::hops::serve_in_order(
-                trace,
-                &pairs,
-                (&pair_hops, options.ids),
-                &mut parent,
-                &mut confidence,
-            );
+            let in_order = nesting::hops::serve_in_order(trace, &pairs, (&pair_hops, options.ids));
+            stats.served_in_order = nesting::hops::place(&in_order, &mut parent, &mut confidence);
             stats.cycles_broken += nesting::parents::break_cycles(&mut parent);
             let tree = nesting::patterns::Tree {
                 parent: &parent,

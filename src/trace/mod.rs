@@ -455,6 +455,11 @@ impl Trace {
             .filter(|&content| content != 0)
     }
 
+    /// Whether any message was a broker message that carried content.
+    pub fn has_content(&self) -> bool {
+        !self.call_contents.is_empty() || !self.return_contents.is_empty()
+    }
+
     /// Whether any call carried a propagated id.
     pub fn has_propagated(&self) -> bool {
         !self.call_propagated.is_empty()

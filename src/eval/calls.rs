@@ -54,6 +54,29 @@ pub enum TruthFileError {
 /// Reads true parents; blank lines and `#` comments are skipped.
 pub fn read_truth(path: &Path, reader: impl BufRead) -> Result<TrueParents, TruthFileError> {
     let mut truth = HashMap::new();
+    for_each_tab_line(path, reader, |line, f| {
+        // An eighth field (blackbox's own confidence column) is allowed and ignored.
+        if !(7..=8).contains(&f.len()) {
+            return Err(TruthFileError::BadLine {
+                path: path.into(),
+                line,
+                found: f.len(),
+            });
+        }
+        let parent = (f[4] != "-").then(|| (f[4].to_owned(), f[5].to_owned(), f[6].to_owned()));
+        truth.insert((f[0].to_owned(), f[1].to_owned(), f[2].to_owned()), parent);
+        Ok(())
+    })?;
+    Ok(truth)
+}
+
+/// Calls `on_line` with each line of a tab-separated truth file that is neither blank
+/// nor a `#` comment, as its number (from 1) and its fields; a read error names `path`.
+pub(crate) fn for_each_tab_line(
+    path: &Path,
+    reader: impl BufRead,
+    mut on_line: impl FnMut(u64, &[&str]) -> Result<(), TruthFileError>,
+) -> Result<(), TruthFileError> {
     for (n, line) in reader.lines().enumerate() {
         let line = line.map_err(|source| TruthFileError::Io {
             path: path.into(),
@@ -62,19 +85,10 @@ pub fn read_truth(path: &Path, reader: impl BufRead) -> Result<TrueParents, Trut
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
-        let f: Vec<&str> = line.split('\t').collect();
-        // An eighth field (blackbox's own confidence column) is allowed and ignored.
-        if !(7..=8).contains(&f.len()) {
-            return Err(TruthFileError::BadLine {
-                path: path.into(),
-                line: n as u64 + 1,
-                found: f.len(),
-            });
-        }
-        let parent = (f[4] != "-").then(|| (f[4].to_owned(), f[5].to_owned(), f[6].to_owned()));
-        truth.insert((f[0].to_owned(), f[1].to_owned(), f[2].to_owned()), parent);
+        let fields: Vec<&str> = line.split('\t').collect();
+        on_line(n as u64 + 1, &fields)?;
     }
-    Ok(truth)
+    Ok(())
 }
 
 /// Call-level scores.

@@ -21,24 +21,17 @@ pub fn read_signatures(
     reader: impl BufRead,
 ) -> Result<TrueSignatures, TruthFileError> {
     let mut truth = HashMap::new();
-    for (n, line) in reader.lines().enumerate() {
-        let line = line.map_err(|source| TruthFileError::Io {
-            path: path.into(),
-            source,
-        })?;
-        if line.trim().is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let fields: Vec<&str> = line.split('\t').collect();
+    super::calls::for_each_tab_line(path, reader, |line, fields| {
         let [id, signature] = fields[..] else {
             return Err(TruthFileError::BadSignatureLine {
                 path: path.into(),
-                line: n as u64 + 1,
+                line,
                 found: fields.len(),
             });
         };
         truth.insert(id.to_owned(), signature.to_owned());
-    }
+        Ok(())
+    })?;
     Ok(truth)
 }
 

@@ -198,6 +198,16 @@ mod tests {
     use super::*;
     use crate::trace::text::trace_from_str as trace;
 
+    /// A pair's four times: call sent, call received, answer sent, answer received.
+    fn times(p: &CallPair) -> (Nanos, Nanos, Nanos, Nanos) {
+        (
+            p.caller_send,
+            p.callee_recv,
+            p.callee_return,
+            p.caller_return,
+        )
+    }
+
     #[test]
     fn ids_match_calls_with_returns() {
         let t = trace("1 CALL a b x\n2 CALL a b y\n3 RET b a x\n4 RET b a y\n");
@@ -253,17 +263,11 @@ mod tests {
         );
         let (pairs, stats) = find_call_pairs(&t);
         assert_eq!((stats.free_messages, stats.one_way_messages), (1, 1));
-        let p = pairs[0];
         assert_eq!(
-            (
-                p.caller_send,
-                p.callee_recv,
-                p.callee_return,
-                p.caller_return
-            ),
+            times(&pairs[0]),
             (1_000_000_000, 1_500_000_000, 1_500_000_000, 1_000_000_000)
         );
-        assert!(is_one_way(&t, &p));
+        assert!(is_one_way(&t, &pairs[0]));
     }
 
     #[test]
@@ -279,17 +283,11 @@ mod tests {
         let t =
             trace("1 CALL_SENT a b x\n1.5 CALL_RECV a b x\n2 RET_SENT b a x\n2.5 RET_RECV b a x\n");
         let (pairs, _) = find_call_pairs(&t);
-        let p = pairs[0];
         assert_eq!(
-            (
-                p.caller_send,
-                p.callee_recv,
-                p.callee_return,
-                p.caller_return
-            ),
+            times(&pairs[0]),
             (1_000_000_000, 1_500_000_000, 2_000_000_000, 2_500_000_000)
         );
-        assert_eq!(p.latency(), 500_000_000);
+        assert_eq!(pairs[0].latency(), 500_000_000);
     }
 
     #[test]

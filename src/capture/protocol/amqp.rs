@@ -442,8 +442,8 @@ pub const SPEC: super::Spec = super::Spec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::delimited::Delimited;
-    use super::super::{Chunk, Framer, Output};
+    use super::super::delimited::conversation;
+    use super::super::Output;
     use super::*;
 
     fn frame(kind: u8, channel: u16, payload: &[u8]) -> Vec<u8> {
@@ -538,37 +538,11 @@ mod tests {
     }
 
     fn run(conversation: &[(Side, Vec<u8>)]) -> Output {
-        let mut framer = Delimited::new(Amqp::default());
-        let mut out = Output::default();
-        let mut seq = [0u32; 2];
-        for (time, (side, bytes)) in conversation.iter().enumerate() {
-            let index = *side as usize;
-            framer.data(
-                *side,
-                Chunk {
-                    time: time as i64 * 1000,
-                    seq: seq[index],
-                    bytes,
-                },
-                &mut out,
-            );
-            seq[index] = seq[index].wrapping_add(bytes.len() as u32);
-        }
-        framer.close(&mut out);
-        out
+        conversation::frame(Amqp::default(), conversation)
     }
 
     fn described(out: &Output) -> Vec<String> {
-        out.messages
-            .iter()
-            .map(|m| {
-                let mut text = format!("{:?} {:?} {}", m.from, m.kind, out.name_of(m.operation));
-                if let Some(id) = out.propagated.get(m.propagated.0 as usize) {
-                    text += &format!(" id={id}");
-                }
-                text.trim_end().to_string()
-            })
-            .collect()
+        conversation::described(out, false)
     }
 
     #[test]

@@ -467,3 +467,49 @@ impl<P: Protocol> Framer for Delimited<P> {
         }
     }
 }
+
+/// What the readers' tests share: a conversation fed to a protocol's framer, and its
+/// messages described one line each.
+#[cfg(test)]
+pub(super) mod conversation {
+    use super::super::{Chunk, Framer, Output, Protocol, Side};
+    use super::Delimited;
+
+    /// Frames `conversation` (each side's bytes in turn, a millisecond apart, with its
+    /// own sequence numbers) with `protocol`'s delimited framer, then closes it.
+    pub fn frame<P: Protocol>(protocol: P, conversation: &[(Side, impl AsRef<[u8]>)]) -> Output {
+        let mut framer = Delimited::new(protocol);
+        let mut out = Output::default();
+        let mut seq = [0u32; 2];
+        for (time, (side, bytes)) in conversation.iter().enumerate() {
+            let (index, bytes) = (*side as usize, bytes.as_ref());
+            let chunk = Chunk {
+                time: time as i64 * 1000,
+                seq: seq[index],
+                bytes,
+            };
+            framer.data(*side, chunk, &mut out);
+            seq[index] = seq[index].wrapping_add(bytes.len() as u32);
+        }
+        framer.close(&mut out);
+        out
+    }
+
+    /// Each message as "side kind operation", its status too where `status`, and its
+    /// request id where it carried one.
+    pub fn described(out: &Output, status: bool) -> Vec<String> {
+        out.messages
+            .iter()
+            .map(|m| {
+                let mut text = format!("{:?} {:?} {}", m.from, m.kind, out.name_of(m.operation));
+                if status {
+                    text += &format!(" {:?}", m.status);
+                }
+                if let Some(id) = out.propagated.get(m.propagated.0 as usize) {
+                    text += &format!(" id={id}");
+                }
+                text.trim_end().to_string()
+            })
+            .collect()
+    }
+}

@@ -544,8 +544,8 @@ pub const SPEC: super::Spec = super::Spec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::delimited::Delimited;
-    use super::super::{Chunk, Framer, Output};
+    use super::super::delimited::conversation;
+    use super::super::Output;
     use super::*;
     use crate::trace::Kind;
 
@@ -623,14 +623,21 @@ mod tests {
         sized(bytes)
     }
 
+    /// The array of one topic with one partition, up to that partition's own fields:
+    /// how produce and fetch requests and responses all begin theirs.
+    fn one_partition_of(topic: &[u8]) -> Vec<u8> {
+        let mut bytes = 1i32.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&string(topic));
+        bytes.extend_from_slice(&1i32.to_be_bytes());
+        bytes
+    }
+
     /// A produce request (v7) of one batch to `topic`, partition 0.
     fn produce(correlation: i32, acks: i16, topic: &[u8], records: &[u8]) -> Vec<u8> {
         let mut body = (-1i16).to_be_bytes().to_vec(); // no transactional id
         body.extend_from_slice(&acks.to_be_bytes());
         body.extend_from_slice(&30_000i32.to_be_bytes());
-        body.extend_from_slice(&1i32.to_be_bytes());
-        body.extend_from_slice(&string(topic));
-        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&one_partition_of(topic));
         body.extend_from_slice(&0i32.to_be_bytes());
         body.extend_from_slice(&(records.len() as i32).to_be_bytes());
         body.extend_from_slice(records);
@@ -638,9 +645,7 @@ mod tests {
     }
 
     fn produce_response(correlation: i32, topic: &[u8], error: i16) -> Vec<u8> {
-        let mut body = 1i32.to_be_bytes().to_vec();
-        body.extend_from_slice(&string(topic));
-        body.extend_from_slice(&1i32.to_be_bytes());
+        let mut body = one_partition_of(topic);
         body.extend_from_slice(&0i32.to_be_bytes());
         body.extend_from_slice(&error.to_be_bytes());
         body.extend_from_slice(&[0; 8 + 8 + 8 + 4]);
@@ -650,9 +655,7 @@ mod tests {
     /// A fetch response (v4) for `topic` bringing `records` (maybe none).
     fn fetch_response(correlation: i32, topic: &[u8], records: &[u8]) -> Vec<u8> {
         let mut body = 0i32.to_be_bytes().to_vec(); // throttle
-        body.extend_from_slice(&1i32.to_be_bytes());
-        body.extend_from_slice(&string(topic));
-        body.extend_from_slice(&1i32.to_be_bytes());
+        body.extend_from_slice(&one_partition_of(topic));
         body.extend_from_slice(&[0; 4 + 2 + 8 + 8]); // partition, error, watermark, lso
         body.extend_from_slice(&(-1i32).to_be_bytes()); // no aborted transactions
         body.extend_from_slice(&(records.len() as i32).to_be_bytes());
@@ -665,43 +668,11 @@ mod tests {
     }
 
     fn run(conversation: &[(Side, Vec<u8>)]) -> Output {
-        let mut framer = Delimited::new(Kafka::default());
-        let mut out = Output::default();
-        let mut seq = [0u32; 2];
-        for (time, (side, bytes)) in conversation.iter().enumerate() {
-            let index = *side as usize;
-            framer.data(
-                *side,
-                Chunk {
-                    time: time as i64 * 1000,
-                    seq: seq[index],
-                    bytes,
-                },
-                &mut out,
-            );
-            seq[index] = seq[index].wrapping_add(bytes.len() as u32);
-        }
-        framer.close(&mut out);
-        out
+        conversation::frame(Kafka::default(), conversation)
     }
 
     fn described(out: &Output) -> Vec<String> {
-        out.messages
-            .iter()
-            .map(|m| {
-                let mut text = format!(
-                    "{:?} {:?} {} {:?}",
-                    m.from,
-                    m.kind,
-                    out.name_of(m.operation),
-                    m.status
-                );
-                if let Some(id) = out.propagated.get(m.propagated.0 as usize) {
-                    text += &format!(" id={id}");
-                }
-                text
-            })
-            .collect()
+        conversation::described(out, true)
     }
 
     #[test]

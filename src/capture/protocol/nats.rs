@@ -278,43 +278,17 @@ pub const SPEC: super::Spec = super::Spec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::delimited::Delimited;
-    use super::super::{Chunk, Framer, Output};
+    use super::super::delimited::conversation;
+    use super::super::Output;
     use super::*;
     use crate::trace::Kind;
 
     fn frame(conversation: &[(Side, &[u8])]) -> Output {
-        let mut framer = Delimited::new(Nats::default());
-        let mut out = Output::default();
-        let mut seq = [0u32; 2];
-        for (time, (side, bytes)) in conversation.iter().enumerate() {
-            let index = *side as usize;
-            framer.data(
-                *side,
-                Chunk {
-                    time: time as i64 * 1000,
-                    seq: seq[index],
-                    bytes,
-                },
-                &mut out,
-            );
-            seq[index] = seq[index].wrapping_add(bytes.len() as u32);
-        }
-        framer.close(&mut out);
-        out
+        conversation::frame(Nats::default(), conversation)
     }
 
     fn described(out: &Output) -> Vec<String> {
-        out.messages
-            .iter()
-            .map(|m| {
-                let mut text = format!("{:?} {:?} {}", m.from, m.kind, out.name_of(m.operation));
-                if let Some(id) = out.propagated.get(m.propagated.0 as usize) {
-                    text += &format!(" id={id}");
-                }
-                text.trim_end().to_string()
-            })
-            .collect()
+        conversation::described(out, false)
     }
 
     #[test]

@@ -93,6 +93,25 @@ fn frame_at(bytes: &[u8], at: usize) -> Result<Option<Frame>, ()> {
 #[derive(Debug, Default)]
 pub struct Amqp {
     no_ack_channels: Vec<u16>,
+    /// Deliveries not yet acknowledged, as (channel, delivery tag), oldest first: an
+    /// ack with `multiple` answers every one of its channel up to its tag.
+    unacknowledged: Vec<(u16, u64)>,
+    /// The deliveries the ack last labelled answers besides its own.
+    also_acknowledged: Vec<u32>,
+}
+
+/// Most deliveries kept waiting for an ack: past it, the oldest (whose acks the
+/// capture lost) are forgotten.
+const MOST_UNACKNOWLEDGED: usize = 65_536;
+
+impl Amqp {
+    /// The oldest delivery still open on `channel` that an ack of `tag` with
+    /// `multiple` answers (a tag of 0 answers every one).
+    fn oldest_acknowledged(&self, channel: u16, tag: u64) -> Option<u64> {
+        (self.unacknowledged.iter())
+            .find(|&&(open, at)| open == channel && (tag == 0 || at <= tag))
+            .map(|&(_, at)| at)
+    }
 }
 
 /// The class and method of a method frame's payload.
@@ -225,8 +244,12 @@ impl Protocol for Amqp {
                 Some(tag) => {
                     let multiple = arguments.octet().is_some_and(|bits| bits & 1 == 1);
                     if multiple && id != REJECT {
-                        // Answers every delivery up to the tag: not one call's reply.
-                        Meaning::Housekeeping
+                        // Answers every delivery up to the tag: the oldest is this
+                        // reply's, the others are answered with it (`answered_with`).
+                        match self.oldest_acknowledged(frame.channel, tag) {
+                            Some(oldest) => Meaning::Reply(Some(call_id(frame.channel, oldest))),
+                            None => Meaning::Housekeeping,
+                        }
                     } else {
                         Meaning::Reply(Some(call_id(frame.channel, tag)))
                     }
@@ -271,6 +294,18 @@ impl Protocol for Amqp {
             || frame_at(bytes, 0).is_ok_and(|frame| frame.is_some())
     }
 
+    fn reset(&mut self, from: Side) {
+        // The client's acks were lost: which deliveries are still open is unknown, and
+        // an ack with `multiple` must not answer deliveries acked in the lost bytes.
+        if from == Side::Client {
+            self.unacknowledged.clear();
+        }
+    }
+
+    fn answered_with(&mut self, ids: &mut Vec<u32>) {
+        ids.append(&mut self.also_acknowledged);
+    }
+
     fn label<'b>(&mut self, from: Side, meaning: Meaning, head: &'b [u8]) -> Label<'b> {
         let Ok(Some(frame)) = frame_at(head, 0) else {
             return Label::default();
@@ -279,6 +314,39 @@ impl Protocol for Amqp {
             return Label::default();
         };
         let mut arguments = Arguments(&head[frame.payload + 4..frame.end() - 1]);
+        self.also_acknowledged.clear();
+        match (from, id, meaning) {
+            (Side::Server, DELIVER, Meaning::Request(_)) => {
+                let mut tag = Arguments(arguments.0);
+                if let Some(tag) = tag.short_string().and(tag.long_long()) {
+                    if self.unacknowledged.len() == MOST_UNACKNOWLEDGED {
+                        self.unacknowledged.remove(0);
+                    }
+                    self.unacknowledged.push((frame.channel, tag));
+                }
+            }
+            (Side::Client, ACK | REJECT | NACK, Meaning::Reply(_)) => {
+                let mut fields = Arguments(arguments.0);
+                let tag = fields.long_long().unwrap_or(0);
+                let multiple = id != REJECT && fields.octet().is_some_and(|bits| bits & 1 == 1);
+                let first = self.oldest_acknowledged(frame.channel, tag);
+                let channel = frame.channel;
+                let mut also = std::mem::take(&mut self.also_acknowledged);
+                self.unacknowledged.retain(|&(open, at)| {
+                    let answered = open == channel
+                        && match multiple {
+                            true => tag == 0 || at <= tag,
+                            false => at == tag,
+                        };
+                    if answered && multiple && Some(at) != first {
+                        also.push(call_id(channel, at));
+                    }
+                    !answered
+                });
+                self.also_acknowledged = also;
+            }
+            _ => {}
+        }
         let (verb, exchange, routing_key) = match (from, id) {
             (Side::Client, PUBLISH) => {
                 arguments.short();
@@ -585,6 +653,45 @@ mod tests {
         );
         assert_eq!(consumer.messages[0].key, consumer.messages[2].key);
         assert_eq!(consumer.messages[1].key, consumer.messages[3].key);
+        assert!(consumer.problems.is_empty(), "{:?}", consumer.problems);
+    }
+
+    #[test]
+    fn an_ack_with_multiple_answers_every_delivery_of_its_channel_up_to_its_tag() {
+        let consumer = run(&[
+            (Side::Client, consume(1, false)),
+            (Side::Client, consume(2, false)),
+            (Side::Server, deliver(1, 1, b"", b"orders", b"one")),
+            (Side::Server, deliver(2, 1, b"", b"audit", b"other channel")),
+            (Side::Server, deliver(1, 2, b"", b"orders", b"two")),
+            (Side::Server, deliver(1, 3, b"", b"orders", b"three")),
+            (Side::Client, ack(1, 2, true)),
+            (Side::Client, ack(1, 0, true)),
+            (Side::Client, ack(1, 9, true)),
+        ]);
+        let keys: Vec<_> = consumer.messages.iter().map(|m| m.key).collect();
+        assert_eq!(
+            described(&consumer),
+            [
+                "Server Call deliver orders",
+                "Server Call deliver audit",
+                "Server Call deliver orders",
+                "Server Call deliver orders",
+                "Client Return",
+                "Client Return",
+                "Client Return"
+            ]
+        );
+        // Tag 2 with multiple answers tags 1 and 2 of channel 1, not channel 2's; tag 0
+        // answers the rest of channel 1; tag 9 finds nothing open and is housekeeping.
+        let mut answered = vec![keys[4], keys[5]];
+        answered.sort_unstable_by_key(|key| format!("{key:?}"));
+        let mut first_two = vec![keys[0], keys[2]];
+        first_two.sort_unstable_by_key(|key| format!("{key:?}"));
+        assert_eq!(answered, first_two);
+        assert_eq!(keys[6], keys[3]);
+        let times: Vec<_> = consumer.messages.iter().map(|m| m.first).collect();
+        assert_eq!(times[4], times[5], "answered by the same bytes");
         assert!(consumer.problems.is_empty(), "{:?}", consumer.problems);
     }
 

@@ -86,6 +86,9 @@ pub struct Delimited<P> {
     /// The further messages ([`super::Further`]) of the message last labelled, interned,
     /// until it is emitted.
     further: Vec<(Content, Propagated)>,
+    /// The other requests the reply last labelled answers ([`Protocol::answered_with`]),
+    /// until it is emitted.
+    answered_with: Vec<u32>,
 }
 
 impl<P: Protocol> Delimited<P> {
@@ -99,6 +102,7 @@ impl<P: Protocol> Delimited<P> {
             by_id: Vec::new(),
             by_turns: None,
             further: Vec::new(),
+            answered_with: Vec::new(),
         }
     }
 
@@ -127,6 +131,10 @@ impl<P: Protocol> Delimited<P> {
                 None => Propagated::NONE,
             };
             self.further.push((further.content, propagated));
+        }
+        self.answered_with.clear();
+        if matches!(meaning, Meaning::Reply(_)) {
+            self.protocol.answered_with(&mut self.answered_with);
         }
         Named {
             operation,
@@ -282,6 +290,18 @@ impl<P: Protocol> Delimited<P> {
                 }
             },
         };
+        // The other requests the same reply answers, each answered as if by its own.
+        for k in 0..self.answered_with.len() {
+            let id = self.answered_with[k];
+            if let Some(index) = self.by_id.iter().position(|&(open, _)| open == id) {
+                let (_, request) = self.by_id.remove(index);
+                let mut answer =
+                    Framed::new(from, Kind::Return, CallKey::Seq(request), first, last);
+                answer.status = named.status;
+                out.messages.push(answer);
+            }
+        }
+        self.answered_with.clear();
         let mut framed = Framed::new(from, kind, key, first, last);
         if kind == Kind::Call || meaning == Meaning::OneWay {
             // A one-way message (a broker's publish or delivery) is named as a call is.

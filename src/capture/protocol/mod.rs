@@ -312,6 +312,10 @@ pub trait Protocol: Send {
     fn label<'b>(&mut self, _from: Side, _meaning: Meaning, _head: &'b [u8]) -> Label<'b> {
         Label::default()
     }
+    /// After [`Protocol::label`] of a reply: the ids of the other open requests the
+    /// same bytes answer (AMQP's `basic.ack` with `multiple` acknowledges every
+    /// delivery up to its tag), each then answered with it, at its times.
+    fn answered_with(&mut self, _ids: &mut Vec<u32>) {}
     /// Whether the connection can no longer be framed as this protocol and is to be
     /// read by turns from here on (it switched to TLS).
     fn read_by_turns(&self) -> bool {

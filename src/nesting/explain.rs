@@ -397,20 +397,9 @@ mod tests {
 
     #[test]
     fn a_call_placed_before_the_choice_is_explained_by_how() {
-        // Two orders through the broker, each served by one SET in turn: the deliveries
-        // are linked by their payloads, the SETs placed by the order of service.
-        let trace = trace_from_str(
-            "1.000 MSG web rabbit p1 msg=000000a1 op=publish_orders\n\
-             1.002 MSG web rabbit p2 msg=000000a2 op=publish_orders\n\
-             1.010 CALL rabbit worker d1 msg=000000a1 op=deliver_orders\n\
-             1.011 CALL rabbit worker d2 msg=000000a2 op=deliver_orders\n\
-             1.020 CALL worker cache s1 op=SET\n\
-             1.021 RET cache worker s1\n\
-             1.022 RET worker rabbit d1\n\
-             1.030 CALL worker cache s2 op=SET\n\
-             1.031 RET cache worker s2\n\
-             1.032 RET worker rabbit d2\n",
-        );
+        // The deliveries are linked by their payloads, the SETs placed by the order of
+        // service.
+        let trace = trace_from_str(crate::nesting::hops::tests::TWO_ORDERS_SERVED_IN_TURN);
         let options = NestOptions::default();
         let nesting = nest(&trace, &options).unwrap();
         let explained = |id: &str| {

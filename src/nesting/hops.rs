@@ -276,7 +276,7 @@ fn causal_matching(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::nesting::{nest, NestOptions};
     use crate::trace::text::trace_from_str;
 
@@ -341,22 +341,23 @@ mod tests {
         assert_eq!(order.tails.values(), Some(&[12_000_000][..]));
     }
 
+    /// Two orders wait at the worker together; it serves them in turn, each with a SET,
+    /// and acks each after its SET.
+    pub(crate) const TWO_ORDERS_SERVED_IN_TURN: &str =
+        "1.000 MSG web rabbit p1 msg=000000a1 op=publish_orders\n\
+        1.002 MSG web rabbit p2 msg=000000a2 op=publish_orders\n\
+        1.010 CALL rabbit worker d1 msg=000000a1 op=deliver_orders\n\
+        1.011 CALL rabbit worker d2 msg=000000a2 op=deliver_orders\n\
+        1.020 CALL worker cache s1 op=SET\n\
+        1.021 RET cache worker s1\n\
+        1.022 RET worker rabbit d1\n\
+        1.030 CALL worker cache s2 op=SET\n\
+        1.031 RET cache worker s2\n\
+        1.032 RET worker rabbit d2\n";
+
     #[test]
     fn a_consumer_serving_in_order_gives_each_delivery_its_place_in_the_queue() {
-        // Two orders wait at the worker together; it serves them in turn, each with a
-        // SET, and acks each after its SET.
-        let trace = trace_from_str(
-            "1.000 MSG web rabbit p1 msg=000000a1 op=publish_orders\n\
-             1.002 MSG web rabbit p2 msg=000000a2 op=publish_orders\n\
-             1.010 CALL rabbit worker d1 msg=000000a1 op=deliver_orders\n\
-             1.011 CALL rabbit worker d2 msg=000000a2 op=deliver_orders\n\
-             1.020 CALL worker cache s1 op=SET\n\
-             1.021 RET cache worker s1\n\
-             1.022 RET worker rabbit d1\n\
-             1.030 CALL worker cache s2 op=SET\n\
-             1.031 RET cache worker s2\n\
-             1.032 RET worker rabbit d2\n",
-        );
+        let trace = trace_from_str(TWO_ORDERS_SERVED_IN_TURN);
         let nesting = nest(&trace, &NestOptions::default()).unwrap();
         assert_eq!(nesting.stats.served_in_order, 2);
         let id = |i: usize| trace.call_id_text(nesting.pairs[i].call_id).to_owned();

@@ -204,7 +204,10 @@ wait_ready web $!
 
 paths=()
 for broker in "${brokers[@]}"; do paths+=("/order/$broker"); done
-if runs nats; then paths+=(/quote/nats); fi
+# Request/reply (quotes) over the brokers that have one here: NATS, AMQP, MQTT.
+for broker in nats amqp mqtt; do
+    if runs "$broker"; then paths+=("/quote/$broker"); fi
+done
 load_start=$(date -u +%FT%T.%3NZ)
 echo "load: $clients clients for $seconds s, paths ${paths[*]}"
 # In the background and waited for, so that Ctrl-C ends the run at once: a foreground

@@ -131,19 +131,27 @@ class Amqp:
 
             self.channel._on_confirm_frame = logged_confirm
 
-    async def publish(self, rid, body, exchange, routing_key):
+    async def publish(self, rid, body, exchange, routing_key, kind="publish",
+                      reply_to=None, correlation_id=None):
+        """basic.publish with the request id in the headers (and as message-id); for
+        RPC also reply_to and correlation_id. On a confirming channel, returns the
+        publisher confirm's frame."""
         from pamqp import commands as spec
         # The channel numbers its publishes in the order basic_publish takes its lock,
-        # which is the order of these calls: nothing awaits in between.
+        # which is the order of these calls: nothing awaits in between. Without
+        # confirms the count is still the publishes' order on the channel.
         self.published += 1
         tag = self.published
-        self.tags[tag] = rid
-        self.log.write("publish", "sent", proto="amqp", rid=rid, local=self.local,
+        if self.confirms:
+            self.tags[tag] = rid
+        self.log.write(kind, "sent", proto="amqp", rid=rid, local=self.local,
                        peer=self.peer, wire="basic.publish", seq=tag, exchange=exchange,
-                       routing_key=routing_key, delivery_tag=tag, body_rid=body_rid(body))
+                       routing_key=routing_key, delivery_tag=tag if self.confirms else None,
+                       reply_to=reply_to, correlation_id=correlation_id,
+                       body_rid=body_rid(body))
         properties = spec.Basic.Properties(
             content_type="application/json", delivery_mode=1, message_id=rid,
-            headers={RID: rid})
+            headers={RID: rid}, reply_to=reply_to, correlation_id=correlation_id)
         return await self.channel.basic_publish(body, exchange=exchange,
                                                 routing_key=routing_key,
                                                 properties=properties)
@@ -166,9 +174,13 @@ class Kafka:
 class Mqtt:
     """One paho-mqtt (v2 API, MQTT 5) client with its network thread."""
 
-    def __init__(self, log, address, client_id, loop, manual_ack=False):
+    def __init__(self, log, address, client_id, loop, manual_ack=False, reply_topic=None):
         import paho.mqtt.client as mqtt
         self.log, self.loop = log, loop
+        self.manual_ack = manual_ack
+        # Messages on this topic are replies to this client's requests (MQTT 5
+        # request/response); any other is a delivery.
+        self.reply_topic = reply_topic
         self.host, port = address.split(":")
         self.port = int(port)
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
@@ -197,24 +209,36 @@ class Mqtt:
     def _on_subscribe(self, client, userdata, mid, reasons, properties):
         self.loop.call_soon_threadsafe(self.subscribed.set_result, reasons)
 
-    async def subscribe(self, topic):
+    async def subscribe(self, *topics):
+        """One SUBSCRIBE for all the topics, at QoS 1."""
         from paho.mqtt.subscribeoptions import SubscribeOptions
-        self.client.subscribe(topic, options=SubscribeOptions(qos=1))
+        if len(topics) == 1:
+            self.client.subscribe(topics[0], options=SubscribeOptions(qos=1))
+        else:
+            self.client.subscribe([(topic, SubscribeOptions(qos=1)) for topic in topics])
         await self.subscribed
 
-    async def publish(self, rid, topic, body):
-        """PUBLISH at QoS 1 with the request id as an MQTT 5 user property; returns when
-        its PUBACK came."""
+    async def publish(self, rid, topic, body, kind="publish", response_topic=None,
+                      correlation=None):
+        """PUBLISH at QoS 1 with the request id as an MQTT 5 user property, and for
+        request/response the Response Topic and Correlation Data properties; returns
+        when its PUBACK came."""
         from paho.mqtt.packettypes import PacketTypes
         from paho.mqtt.properties import Properties
         properties = Properties(PacketTypes.PUBLISH)
+        if response_topic is not None:
+            properties.ResponseTopic = response_topic
+        if correlation is not None:
+            properties.CorrelationData = correlation
         properties.UserProperty = (RID, rid)
         start = time.time_ns()
         seq = self.log.next_seq(self.local, self.peer, "sent", "PUBLISH")
         info = self.client.publish(topic, body, qos=1, properties=properties)
-        self.log.write("publish", "sent", time_ns=start, proto="mqtt", rid=rid,
+        self.log.write(kind, "sent", time_ns=start, proto="mqtt", rid=rid,
                        local=self.local, peer=self.peer, wire="PUBLISH", seq=seq,
-                       topic=topic, mid=info.mid, qos=1, body_rid=body_rid(body))
+                       topic=topic, mid=info.mid, qos=1, response_topic=response_topic,
+                       correlation_id=correlation.decode() if correlation else None,
+                       body_rid=body_rid(body))
         future = self.loop.create_future()
         with self.lock:
             if info.mid in self.early:
@@ -240,11 +264,20 @@ class Mqtt:
         self.loop.call_soon_threadsafe(future.set_result, acked)
 
     def _on_message(self, client, userdata, message):
-        rid = dict(getattr(message.properties, "UserProperty", []) or []).get(RID)
-        line = self.log.write("delivery", "received", proto="mqtt", rid=rid,
+        properties = message.properties
+        rid = dict(getattr(properties, "UserProperty", []) or []).get(RID)
+        correlation = getattr(properties, "CorrelationData", None)
+        line = self.log.write("reply" if message.topic == self.reply_topic else "delivery",
+                              "received", proto="mqtt", rid=rid,
                               local=self.local, peer=self.peer, wire="PUBLISH",
                               topic=message.topic, mid=message.mid, qos=message.qos,
+                              response_topic=getattr(properties, "ResponseTopic", None),
+                              correlation_id=correlation.decode() if correlation else None,
                               body_rid=body_rid(message.payload))
+        if not self.manual_ack and message.qos == 1:
+            # paho sends the PUBACK itself when this callback returns.
+            self.log.write("ack", "sent", proto="mqtt", rid=rid, local=self.local,
+                           peer=self.peer, wire="PUBACK", mid=message.mid)
         if self.on_message:
             self.loop.call_soon_threadsafe(self.on_message, message, line)
 

@@ -12,6 +12,15 @@ POST /order/mqtt   PUBLISH `orders` at QoS 1 with a user property X-Request-Id (
                    answers on the PUBACK
 GET  /quote/nats   a NATS request on `quote` (reply to an _INBOX subject, header
                    X-Request-Id); answers with worker-nats's reply
+GET  /quote/amqp   RabbitMQ RPC: basic.publish to the default exchange, routing key
+                   (queue) `quote`, with reply_to `amq.rabbitmq.reply-to` (direct
+                   reply-to, consumed no-ack on the same channel) and correlation_id =
+                   the request id (headers X-Request-Id too); answers with worker-amqp's
+                   reply, delivered to that consumer
+GET  /quote/mqtt   MQTT 5 request/response: PUBLISH `quote` at QoS 1 with Response Topic
+                   `reply/web` (subscribed at QoS 1) and Correlation Data = the request
+                   id (user property X-Request-Id too); answers with worker-mqtt's reply,
+                   a PUBLISH on `reply/web` that web PUBACKs
 
 Every message body is JSON carrying the request id too. Every request served, message
 sent or received is logged (calllog.py, clients.py).
@@ -31,6 +40,8 @@ from clients import RID, Amqp, Kafka, Mqtt, Nats, body_rid
 
 HOST, LISTEN, NATS, AMQP, KAFKA, MQTT, LOG, READY = sys.argv[1:9]
 log = Log(LOG, HOST)
+DIRECT_REPLY_TO = "amq.rabbitmq.reply-to"
+REPLY_TOPIC = f"reply/{HOST}"
 
 
 class KafkaProducer:
@@ -73,16 +84,47 @@ async def main():
     nats = Nats(log, NATS, "web") if NATS != "-" else None
     amqp = Amqp(log, AMQP, confirms=True) if AMQP != "-" else None
     kafka = KafkaProducer() if KAFKA != "-" else None
-    mqtt = Mqtt(log, MQTT, "web", loop) if MQTT != "-" else None
+    mqtt = Mqtt(log, MQTT, "web", loop, reply_topic=REPLY_TOPIC) if MQTT != "-" else None
+    # Quotes waiting for their reply, by broker and correlation id (the request id).
+    waiting = {"amqp": {}, "mqtt": {}}
     if nats:
         await nats.start()
     if amqp:
         await amqp.start()
         await amqp.channel.exchange_declare("orders", exchange_type="direct")
+
+        async def on_amqp_reply(message):
+            # A task per delivery, started in the order the frames came; nothing awaits
+            # before the line is written, so the log counts their order. Not by the
+            # delivery tag: RabbitMQ delivers every direct reply-to reply with tag 1.
+            properties = message.header.properties
+            rid = (properties.headers or {}).get(RID)
+            rid = rid.decode() if isinstance(rid, bytes) else rid
+            log.write("reply", "received", proto="amqp", rid=rid, local=amqp.local,
+                      peer=amqp.peer, wire="basic.deliver",
+                      exchange=message.exchange, routing_key=message.routing_key,
+                      delivery_tag=message.delivery_tag,
+                      correlation_id=properties.correlation_id,
+                      body_rid=json.loads(message.body).get("rid"))
+            future = waiting["amqp"].pop(properties.correlation_id, None)
+            if future and not future.done():
+                future.set_result(message.body)
+
+        # Direct reply-to: consumed no-ack before any request names it.
+        await amqp.channel.basic_consume(DIRECT_REPLY_TO, on_amqp_reply, no_ack=True)
     if kafka:
         await kafka.start()
     if mqtt:
+        def on_mqtt_message(message, line):
+            if message.topic != REPLY_TOPIC:
+                return
+            future = waiting["mqtt"].pop(line.get("correlation_id"), None)
+            if future and not future.done():
+                future.set_result(message.payload)
+
+        mqtt.on_message = on_mqtt_message
         await mqtt.start()
+        await mqtt.subscribe(REPLY_TOPIC)
 
     async def publish_nats(rid, body):
         await nats.nc.publish("orders", body, headers={RID: rid})
@@ -124,18 +166,40 @@ async def main():
         result = await publishers[broker](rid, body)
         return respond(request, rid, local, peer, {"rid": rid, "broker": broker, **result})
 
+    async def quote_nats(rid, body):
+        reply = await nats.nc.request("quote", body, timeout=10, headers={RID: rid})
+        return reply.data
+
+    async def quote_amqp(rid, body):
+        future = waiting["amqp"][rid] = loop.create_future()
+        # The publisher confirm comes back too (web's channel confirms); the reply may
+        # come before it.
+        await amqp.publish(rid, body, "", "quote", kind="request",
+                           reply_to=DIRECT_REPLY_TO, correlation_id=rid)
+        return await asyncio.wait_for(future, 10)
+
+    async def quote_mqtt(rid, body):
+        future = waiting["mqtt"][rid] = loop.create_future()
+        await mqtt.publish(rid, "quote", body, kind="request", response_topic=REPLY_TOPIC,
+                           correlation=rid.encode())
+        return await asyncio.wait_for(future, 10)
+
+    quoters = {name: ask for name, ask, client in (
+        ("nats", quote_nats, nats), ("amqp", quote_amqp, amqp),
+        ("mqtt", quote_mqtt, mqtt)) if client}
+
     async def quote(request):
         rid, local, peer = served(request)
-        if not nats:
+        broker = request.match_info["broker"]
+        if broker not in quoters:
             raise web.HTTPNotFound()
         item = int(request.query.get("item", "1"))
         body = json.dumps({"rid": rid, "item": item}).encode()
-        reply = await nats.nc.request("quote", body, timeout=10, headers={RID: rid})
-        answer = json.loads(reply.data)
-        return respond(request, rid, local, peer, {"rid": rid, "broker": "nats", **answer})
+        answer = json.loads(await quoters[broker](rid, body))
+        return respond(request, rid, local, peer, {"rid": rid, "broker": broker, **answer})
 
     app = web.Application()
-    app.add_routes([web.post("/order/{broker}", order), web.get("/quote/nats", quote)])
+    app.add_routes([web.post("/order/{broker}", order), web.get("/quote/{broker}", quote)])
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, port = LISTEN.split(":")

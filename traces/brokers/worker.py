@@ -9,12 +9,17 @@ nats   subscription on `orders` in queue group `workers` (no ack: core NATS); al
        answers `quote` requests (queue group `workers`): GET price:<item>, then a reply
        to the request's inbox with the request id in the reply's headers
 amqp   basic.consume (manual ack, prefetch 10) on queue `orders`, bound to the direct
-       exchange `orders` with key `order`; basic.ack after the calls
+       exchange `orders` with key `order`; basic.ack after the calls. Also consumes
+       queue `quote` (default exchange) on the same channel, manual ack: GET
+       price:<item>, then basic.publish of the reply to the default exchange with the
+       request's reply_to as routing key and its correlation_id, then basic.ack
 kafka  aiokafka consumer in group `workers` on topic `orders` (created here with one
        partition if missing), no auto-commit; commits each message's offset after the
        calls
 mqtt   paho-mqtt MQTT 5 subscription on `orders` at QoS 1, manual ack: the PUBACK goes
-       after the calls
+       after the calls. Also subscribes `quote` (one SUBSCRIBE for both): GET
+       price:<item>, then a PUBLISH of the reply (QoS 1) to the request's Response Topic
+       with its Correlation Data, waits for that PUBACK, then PUBACKs the request
 
 Deliveries are logged as the library hands them over, in wire order; the calls and the
 ack as they are made (calllog.py, clients.py).
@@ -38,6 +43,13 @@ async def work(cache, rid, body):
     await cache.call(rid, "INCR", f"orders:{MODE}")
 
 
+async def price(cache, rid, body):
+    """A quote's work: GET price:<item>; the reply's body."""
+    item = json.loads(body).get("item", 1)
+    price = await cache.call(rid, "GET", f"price:{item}")
+    return json.dumps({"rid": rid, "item": item, "price": int(price or 100)}).encode()
+
+
 async def run_nats(cache, stop):
     nats = Nats(log, BROKER, HOST)
     await nats.start()
@@ -47,10 +59,8 @@ async def run_nats(cache, stop):
 
     async def on_quote(msg):
         rid = (msg.headers or {}).get(RID)
-        item = json.loads(msg.data).get("item", 1)
-        price = await cache.call(rid, "GET", f"price:{item}")
-        reply = {"rid": rid, "item": item, "price": int(price or 100)}
-        await nats.nc.publish(msg.reply, json.dumps(reply).encode(), headers={RID: rid})
+        reply = await price(cache, rid, msg.data)
+        await nats.nc.publish(msg.reply, reply, headers={RID: rid})
 
     await nats.nc.subscribe("orders", queue="workers", cb=on_order)
     await nats.nc.subscribe("quote", queue="workers", cb=on_quote)
@@ -68,28 +78,38 @@ async def run_amqp(cache, stop):
     await channel.exchange_declare("orders", exchange_type="direct")
     await channel.queue_declare("orders")
     await channel.queue_bind("orders", "orders", routing_key="order")
+    await channel.queue_declare("quote")
     queue = asyncio.Queue()
     async def on_message(message):
         # aiormq starts a task per delivery, in the order the frames came; nothing here
         # awaits before the message is queued, so the queue keeps that order. The
         # delivery tag is the broker's count of deliveries on this channel.
-        headers = message.header.properties.headers or {}
+        properties = message.header.properties
+        headers = properties.headers or {}
         rid = headers.get(RID)
         rid = rid.decode() if isinstance(rid, bytes) else rid
         log.write("delivery", "received", proto="amqp", rid=rid, local=amqp.local,
                   peer=amqp.peer, wire="basic.deliver", seq=message.delivery_tag,
                   exchange=message.exchange, routing_key=message.routing_key,
                   delivery_tag=message.delivery_tag, redelivered=message.redelivered,
+                  reply_to=properties.reply_to, correlation_id=properties.correlation_id,
                   body_rid=json.loads(message.body).get("rid"))
         queue.put_nowait((rid, message))
 
     await channel.basic_consume("orders", on_message, no_ack=False)
+    await channel.basic_consume("quote", on_message, no_ack=False)
     ready()
 
     async def consume():
         while True:
             rid, message = await queue.get()
-            await work(cache, rid, message.body)
+            if message.routing_key == "quote":
+                properties = message.header.properties
+                reply = await price(cache, rid, message.body)
+                await amqp.publish(rid, reply, "", properties.reply_to, kind="reply",
+                                   correlation_id=properties.correlation_id)
+            else:
+                await work(cache, rid, message.body)
             log.write("ack", "sent", proto="amqp", rid=rid, local=amqp.local,
                       peer=amqp.peer, wire="basic.ack", delivery_tag=message.delivery_tag)
             await channel.basic_ack(message.delivery_tag)
@@ -162,13 +182,19 @@ async def run_mqtt(cache, stop):
     queue = asyncio.Queue()
     mqtt.on_message = lambda message, line: queue.put_nowait((line.get("rid"), message))
     await mqtt.start()
-    await mqtt.subscribe("orders")
+    await mqtt.subscribe("orders", "quote")
     ready()
 
     async def consume():
         while True:
             rid, message = await queue.get()
-            await work(cache, rid, message.payload)
+            if message.topic == "quote":
+                properties = message.properties
+                reply = await price(cache, rid, message.payload)
+                await mqtt.publish(rid, properties.ResponseTopic, reply, kind="reply",
+                                   correlation=properties.CorrelationData)
+            else:
+                await work(cache, rid, message.payload)
             mqtt.ack(rid, message)
 
     consumer = asyncio.create_task(consume())

@@ -4,22 +4,30 @@ Usage: signatures.py DIR   reads DIR/truth.jsonl (or .jsonl.gz), writes DIR/sign
 
 One line per request whose checks all passed (truth.py's `problems` empty):
 `request-id<TAB>signature`. The request id is the `X-Request-Id` the client sent, which
-blackbox reads from the root call. truth.py writes the quote's path as it happened,
+blackbox reads from the root call. truth.py writes a quote's path as it happened,
 `client->web(nats⇒worker-nats(cache)⇒nats⇒web)`; web waits for the reply, so blackbox
 nests the request/reply through nats as a call and writes `client->web(nats(worker-nats(cache)))`:
-the same path in the notation of calls. Every other path is written alike by both.
+the same path in the notation of calls. The quotes over RabbitMQ (reply_to and
+correlation_id) and MQTT 5 (Response Topic and Correlation Data) are written alike:
+`client->web(rabbit(worker-amqp(cache)))`, `client->web(mqtt(worker-mqtt(cache)))`.
+Every other path is written alike by both.
 """
 import gzip
 import json
 import os
+import re
 import sys
+
+# broker⇒worker(calls)⇒broker⇒web: a request that web waited for the reply to.
+REQUEST_REPLY = re.compile(r"^client->web\(([\w-]+)⇒([\w-]+)\(([^()]*)\)⇒\1⇒web\)$")
 
 
 def notation(signature):
     """truth.py's signature as blackbox writes the same path."""
-    quote = "client->web(nats⇒worker-nats(cache)⇒nats⇒web)"
-    if signature == quote:
-        return "client->web(nats(worker-nats(cache)))"
+    match = REQUEST_REPLY.match(signature)
+    if match:
+        broker, worker, calls = match.groups()
+        return f"client->web({broker}({worker}({calls})))"
     return signature
 
 

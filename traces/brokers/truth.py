@@ -25,7 +25,13 @@ DIR/truth.jsonl has one object per request id, in the order the client sent them
                  local/peer, seq on that connection
   ack            the worker's acknowledgement: basic.ack (delivery tag), OffsetCommit
                  (offset committed), PUBACK (mid); none for NATS
-  reply          quotes: the worker's reply (sent) and web's receipt of it (received)
+  reply          quotes: the worker's reply (sent) and web's receipt of it (received);
+                 MQTT also the broker's PUBACK of the worker's reply (confirm) and web's
+                 PUBACK of the reply it got (ack). AMQP and MQTT quotes carry the
+                 request id as correlation id (correlation_id) in the request, its
+                 delivery and the reply; the request names where to reply (reply_to:
+                 amq.rabbitmq.reply-to, which the broker delivers to the worker as
+                 amq.rabbitmq.reply-to.<token>; response_topic: reply/web)
   problems       every check below that failed for this request (empty when all agree)
 
 Checks: every request served by web on the connection the client used (the two views
@@ -34,7 +40,10 @@ its headers and its body, on a connection to the broker the publish went to; the
 worker's calls between the delivery and the ack; the ack naming the delivery (tag,
 mid, offset); the confirm naming the publish; AMQP publish tags and Kafka record order
 as the broker numbered them (confirm tags, offsets); orders on each connection counted
-without gaps.
+without gaps. Quotes: the reply sent by the worker to where the request said
+(NATS inbox, AMQP reply_to as delivered, MQTT Response Topic) with the request's
+correlation id, after its cache call and before its ack, and received by web on the
+connection it asked on; MQTT replies PUBACKed at both ends (mids).
 """
 import bisect
 import collections
@@ -49,7 +58,8 @@ BROKER_HOST = {"nats": "nats", "amqp": "rabbit", "kafka": "kafka", "mqtt": "mqtt
 BROKER_PORT = {"nats": 4222, "amqp": 5672, "kafka": 9092, "mqtt": 1883}
 DETAIL = ("subject", "reply_to", "exchange", "routing_key", "topic", "partition", "offset",
           "delivery_tag", "multiple", "mid", "sid", "redelivered", "command", "key",
-          "method", "path", "status", "error", "done", "reason")
+          "method", "path", "status", "error", "done", "reason", "correlation_id",
+          "response_topic", "qos")
 
 
 def read(directory):
@@ -99,17 +109,19 @@ def broker_of(line):
 def pending(lines):
     """Orders published but not yet finished by their worker, and quotes unanswered."""
     published, finished = set(), set()
+    asked, answered = set(), set()
     for line in lines:
-        kind, proto = line["kind"], line.get("proto")
-        if line["host"] == "web" and kind in ("publish", "request") and line["dir"] == "sent":
+        kind, proto, host = line["kind"], line.get("proto"), line["host"]
+        if host == "web" and kind == "publish" and line["dir"] == "sent":
             published.add((proto, line.get("rid")))
-        elif kind == "ack" or (kind == "redis" and proto == "redis"
-                               and line["host"] == "worker-nats"
-                               and line.get("command") == "INCR"):
-            finished.add(("nats" if line["host"] == "worker-nats" else proto, line.get("rid")))
-        elif line["host"] == "web" and kind == "reply" and line["dir"] == "received":
-            finished.add(("nats", line.get("rid")))
-    return len(published - finished)
+        elif host == "web" and kind == "request" and line["dir"] == "sent":
+            asked.add((proto, line.get("rid")))
+        elif host == "web" and kind == "reply" and line["dir"] == "received":
+            answered.add((proto, line.get("rid")))
+        elif (kind == "ack" and host != "web") or (
+                kind == "redis" and host == "worker-nats" and line.get("command") == "INCR"):
+            finished.add(("nats" if host == "worker-nats" else proto, line.get("rid")))
+    return len(published - finished) + len(asked - answered)
 
 
 def truth(directory):
@@ -163,6 +175,9 @@ def truth(directory):
                 kafka_publishes[(line["local"], line["peer"])].append(line)
         elif kind == "flush":
             e["flush"] = view(line)
+        elif kind == "confirm" and host != "web":
+            # The broker's PUBACK of worker-mqtt's reply.
+            e.setdefault("reply", {})["confirm"] = view(line)
         elif kind == "confirm":
             e["confirm"] = view(line)
         elif kind == "delivery":
@@ -174,10 +189,14 @@ def truth(directory):
             e["deliveries"].append(d)
         elif kind == "redis":
             e["calls"].append(view(line))
+        elif kind == "ack" and host == "web":
+            # web's PUBACK of an MQTT reply (paho acks it on receipt).
+            e.setdefault("reply", {})["ack"] = view(line)
         elif kind == "ack":
             e.setdefault("acks", []).append(view(line))
         elif kind == "reply":
             e.setdefault("reply", {})[line["dir"]] = view(line)
+            e.setdefault("reply_count", collections.Counter())[line["dir"]] += 1
         else:
             e["problems"].append(f"unexpected line {kind} at {host}")
 
@@ -219,6 +238,7 @@ def truth(directory):
         e.pop("served_all", None)
         e.pop("publishes", None)
         e.pop("acks", None)
+        e.pop("reply_count", None)
     return (lines, entries, orphans, kafka_order_problems, sequence_problems)
 
 
@@ -254,7 +274,7 @@ def check(e):
     if publish.get("broker_host") != BROKER_HOST[broker] or \
             not publish["peer"].endswith(f":{BROKER_PORT[broker]}"):
         problems.append(f"published to {publish['peer']}, not {BROKER_HOST[broker]}")
-    if "confirm" not in e and e["kind"] == "order":
+    if "confirm" not in e and (e["kind"] == "order" or broker != "nats"):
         problems.append("publish not confirmed")
     confirm = e.get("confirm")
     if broker == "nats" and e["kind"] == "order":
@@ -303,13 +323,64 @@ def check(e):
     if acks:
         e["ack"] = acks[0] if len(acks) == 1 else acks
     if e["kind"] == "quote":
-        reply = e.get("reply", {})
-        if "sent" not in reply or "received" not in reply:
-            problems.append(f"quote reply {'not sent' if 'sent' not in reply else 'not received'}")
-        elif reply["sent"]["subject"] != publish.get("reply_to") or \
-                reply["received"]["subject"] != publish.get("reply_to"):
-            problems.append("reply not to the request's inbox")
+        check_reply(e, publish, deliveries, acks)
     e["signature"] = signature(e)
+
+
+def check_reply(e, publish, deliveries, acks):
+    """A quote's reply: sent where the request said, with its correlation id, received
+    by web on the connection it asked on; in order with the worker's call and ack."""
+    problems, rid, broker = e["problems"], e["rid"], e["broker"]
+    reply = e.get("reply", {})
+    for direction, count in e.get("reply_count", {}).items():
+        if count > 1:
+            problems.append(f"reply {direction} {count} times")
+    if "sent" not in reply or "received" not in reply:
+        problems.append(f"quote reply {'not sent' if 'sent' not in reply else 'not received'}")
+        return
+    sent, received = reply["sent"], reply["received"]
+    if sent["host"] != f"worker-{broker}":
+        problems.append(f"reply sent by {sent['host']}")
+    if (received["local"], received["peer"]) != (publish["local"], publish["peer"]):
+        problems.append("reply received on another connection than the request went on")
+    if not publish["time"] <= sent["time"] <= received["time"]:
+        problems.append("reply out of order (request, reply sent, reply received)")
+    if e["calls"] and sent["time"] < e["calls"][-1].get("done", 0):
+        problems.append("reply sent before its cache call returned")
+    if broker == "nats":
+        if sent["subject"] != publish.get("reply_to") or \
+                received["subject"] != publish.get("reply_to"):
+            problems.append("reply not to the request's inbox")
+        return
+    for where, line in (("request", publish), ("reply sent", sent),
+                        ("reply received", received)) + tuple(
+            ("delivery", d) for d in deliveries):
+        if line.get("correlation_id") != rid:
+            problems.append(f"{where}: correlation id {line.get('correlation_id')}")
+    for ack in acks:
+        if ack["time"] < sent["time"]:
+            problems.append("request acked before the reply was sent")
+    delivered = deliveries[0] if deliveries else {}
+    if broker == "amqp":
+        if publish.get("reply_to") != "amq.rabbitmq.reply-to":
+            problems.append(f"reply_to {publish.get('reply_to')}")
+        if not str(delivered.get("reply_to", "")).startswith("amq.rabbitmq.reply-to."):
+            problems.append(f"delivered with reply_to {delivered.get('reply_to')}")
+        if (sent.get("exchange"), sent.get("routing_key")) != ("", delivered.get("reply_to")):
+            problems.append("reply not published to the delivered reply_to")
+        if received.get("routing_key") != delivered.get("reply_to"):
+            problems.append(f"reply delivered with key {received.get('routing_key')}")
+    if broker == "mqtt":
+        topic = publish.get("response_topic")
+        if not topic or delivered.get("response_topic") != topic:
+            problems.append(f"response topic {topic}, delivered "
+                            f"{delivered.get('response_topic')}")
+        if sent.get("topic") != topic or received.get("topic") != topic:
+            problems.append("reply not on the response topic")
+        if reply.get("confirm", {}).get("mid") != sent.get("mid"):
+            problems.append("the worker's reply not PUBACKed")
+        if reply.get("ack", {}).get("mid") != received.get("mid"):
+            problems.append("web did not PUBACK the reply")
 
 
 def signature(e):
@@ -348,7 +419,7 @@ def summary(lines, entries, orphans, kafka_order_problems, sequence_problems):
                   and "publish" in e]
             if not es and kind == "quote":
                 continue
-            name = broker if kind == "order" else "nats-rr"
+            name = broker if kind == "order" else f"{broker}-rr"
             out.append(
                 f"  {name:<7}{len(es):>10}{sum('confirm' in e for e in es):>10}"
                 f"{sum(len(e['deliveries']) for e in es):>10}"
@@ -358,14 +429,14 @@ def summary(lines, entries, orphans, kafka_order_problems, sequence_problems):
                 f"{sum(1 for e in es if e.get('reply', {}).get('received')):>9}")
     out.append("times, median and 99th percentile in ms (request: the client's; "
                "to delivery: publish to worker's delivery; to ack: delivery to ack; "
-               "NATS: to the reply at web):")
+               "quotes: publish to the reply at web):")
     for broker in ("nats", "amqp", "kafka", "mqtt"):
         for kind in ("order", "quote"):
             es = [e for e in requests if e["broker"] == broker and e["kind"] == kind
                   and "publish" in e]
             if not es:
                 continue
-            name = broker if kind == "order" else "nats-rr"
+            name = broker if kind == "order" else f"{broker}-rr"
             spans = {
                 "request": [e["request"]["done"] - e["request"]["time"] for e in es
                             if "done" in e["request"]],

@@ -10,6 +10,11 @@ Usage: verify.py DIR     (DIR as capture.sh left it: <host>.pcap[.gz], *.log.jso
    Redis SET of an order has one), in the order of the bytes, against the order the
    program at one end logged those messages in (calllog.py's seq). Both captures of a
    connection are checked, so the broker's capture is held to its clients' logs.
+3. The same for the correlation ids of request/reply (quotes): AMQP content headers'
+   correlation-id property, MQTT 5 PUBLISH Correlation Data (property 0x09), as
+   tshark dissects them, per connection direction, against the logged order; and
+   that every request on the wire names where to reply (AMQP reply-to, MQTT Response
+   Topic 0x08) as the log says.
 """
 import collections
 import glob
@@ -98,6 +103,50 @@ def message_counts(pcap, data):
     return counts
 
 
+def correlations(pcap):
+    """(src, dst) -> [(correlation id, reply-to or response topic or None)] in wire
+    order: AMQP content headers' properties, MQTT PUBLISH properties 0x08 and 0x09
+    (the dissector gives both as prop_string, in the order of their ids)."""
+    out = collections.defaultdict(list)
+    for src, sport, dst, dport, amqp_ids, amqp_replies, ids, strings in tshark(
+            pcap, "!tcp.analysis.retransmission && (amqp.method.properties.correlation_id"
+            " || mqtt.property_id == 0x09)", "ip.src", "tcp.srcport", "ip.dst",
+            "tcp.dstport", "amqp.method.properties.correlation_id",
+            "amqp.method.properties.reply_to", "mqtt.property_id", "mqtt.prop_string"):
+        way = (f"{src}:{sport}", f"{dst}:{dport}")
+        if amqp_ids:
+            # Every AMQP message here with a correlation id has a reply-to only if it is
+            # a request: pair them through the frame's content headers' text.
+            replies = amqp_replies.split(",") if amqp_replies else []
+            for correlation in amqp_ids.split(","):
+                out[way].append((correlation, None))
+            out[(way, "reply-to")] += replies
+        if ids:
+            values = iter(strings.split(","))
+            topic = None
+            for property_id in ids.split(","):
+                property_id = int(property_id, 0)
+                if property_id == 8:
+                    topic = next(values)
+                elif property_id == 9:
+                    out[way].append((next(values), topic))
+                    topic = None
+                elif property_id in (3, 0x12):  # content type, assigned client id
+                    next(values)
+    return out
+
+
+def logged_correlations(lines):
+    """(local, peer, dir) -> [(correlation id, response topic)] by the logs' order."""
+    out = collections.defaultdict(list)
+    for line in lines:
+        if "correlation_id" in line and "local" in line:
+            out[(line["local"], line["peer"], line["dir"])].append(
+                (line.get("seq", 0), line["time"], line["correlation_id"],
+                 line.get("response_topic"), line.get("reply_to")))
+    return {key: sorted(value) for key, value in out.items()}
+
+
 def wire_name(line):
     """The name message_counts gives the message a log line stands for."""
     proto, wire = line.get("proto"), line.get("wire")
@@ -169,6 +218,51 @@ def expected(lines):
     return {key: [item[-1] for item in sorted(value)] for key, value in out.items()}
 
 
+def check_correlations(pcap, logged_correlation):
+    """Correlation ids (and where to reply) on the wire against the logs; the number of
+    connection directions that disagree."""
+    seen_all = correlations(pcap)
+    checked = agreed = bad = 0
+    summary = collections.Counter()
+    for way in sorted(way for way in seen_all if isinstance(way[0], str)):
+        src, dst = way
+        seen = seen_all[way]
+        logged = logged_correlation.get((src, dst, "sent"))
+        if logged is None:
+            logged = logged_correlation.get((dst, src, "received"), [])
+        checked += 1
+        ids_ok = [c for c, _ in seen] == [item[2] for item in logged]
+        # MQTT: the Response Topic on the wire where the log has one.
+        topics_ok = all(topic == item[3] for (_, topic), item in zip(seen, logged)
+                        if topic is not None or item[3] is not None)
+        # AMQP: a reply-to on the wire for each logged one, the same name (the broker
+        # rewrites amq.rabbitmq.reply-to to amq.rabbitmq.reply-to.<token> when it
+        # delivers the request; the worker's log has the rewritten name).
+        replies = seen_all.get((way, "reply-to"), [])
+        logged_replies = [item[4] for item in logged if item[4]]
+        replies_ok = replies == logged_replies
+        if ids_ok and topics_ok and replies_ok:
+            agreed += 1
+        else:
+            bad += 1
+            service = PORTS.get(int(dst.rsplit(":", 1)[1])) or PORTS.get(
+                int(src.rsplit(":", 1)[1]))
+            print(f"  correlation {service} {src}>{dst}: {len(seen)} on the wire, "
+                  f"{len(logged)} logged; ids {'agree' if ids_ok else 'differ'}, "
+                  f"response topics {'agree' if topics_ok else 'differ'}, reply-to "
+                  f"{len(replies)} on the wire, {len(logged_replies)} logged"
+                  f"{'' if replies_ok else ', differ'}")
+        summary["requests naming a reply-to" if replies else
+                "requests naming a response topic" if any(t for _, t in seen) else
+                "replies"] += len(seen)
+    if checked:
+        print(f"  {agreed} of {checked} connection directions carry the logged correlation "
+              f"ids in the logged order ("
+              + ", ".join(f"{count} with {what}" for what, count in sorted(summary.items()))
+              + ")")
+    return bad
+
+
 def main():
     directory = sys.argv[1]
     lines = []
@@ -177,6 +271,7 @@ def main():
             lines += [json.loads(text) for text in file if text.strip()]
     lines.sort(key=lambda line: line["time"])
     want = expected(lines)
+    logged_correlation = logged_correlations(lines)
     addresses = {}
     with open(os.path.join(directory, "hosts.tsv")) as file:
         for text in file:
@@ -224,6 +319,7 @@ def main():
                   f"{', same ids, other order' if not missing and not extra else ''}")
         print(f"  {agreed} of {checked} connection directions carry the logged ids in the "
               f"logged order")
+        total_bad += check_correlations(pcap, logged_correlation)
         several = []
         for way, histogram in sorted(batching.items()):
             many = {n: c for n, c in histogram.items() if n > 1}

@@ -11,6 +11,8 @@
 #   VENV=/work/scratch/brokers-venv   Python venv with requirements.txt; made if missing
 #   TANSU=/work/scratch/tansu-root/bin/tansu   the Kafka-compatible broker's binary
 #   BROKERS="nats amqp kafka mqtt"   a subset runs only those brokers' paths (for trying)
+#   MQTT_NODELAY=1   TCP_NODELAY on every MQTT connection (mosquitto's set_tcp_nodelay and
+#                    the paho clients' sockets); off by default, as both ship (README.md)
 # Needs root. Installs nothing but the venv: it says what to install if a server is
 # missing. Everything it starts is stopped, and the network removed, on exit, also on
 # Ctrl-C or failure.
@@ -151,6 +153,7 @@ allow_anonymous true
 persistence false
 log_dest stderr
 CONF
+    if [ "${MQTT_NODELAY:-0}" = 1 ]; then echo "set_tcp_nodelay true" >>"$work/mosquitto.conf"; fi
     on mqtt mosquitto -c "$work/mosquitto.conf" >"$work/mqtt.log" 2>&1 &
     pids+=($!)
     server_pids[mqtt]=$!
@@ -246,6 +249,7 @@ chmod 644 "$out"/*.* "$out"/stderr/*
     echo "command: capture.sh $seconds $clients $out"
     echo "CLIENTS=$clients SECONDS=$seconds load $load_start .. $load_end"
     echo "brokers: ${brokers[*]}"
+    echo "MQTT_NODELAY=${MQTT_NODELAY:-0}"
     echo
     echo "servers:"
     echo "  nats-server $(nats-server --version | awk '{print $2}') (Debian nats-server $(dpkg-query -W -f '${Version}' nats-server 2>/dev/null))"

@@ -22,6 +22,7 @@ message takes its place on the wire:
 """
 import asyncio
 import json
+import os
 import threading
 import time
 
@@ -199,6 +200,10 @@ class Mqtt:
 
     async def start(self):
         self.client.connect(self.host, self.port, keepalive=60, clean_start=True)
+        if os.environ.get("MQTT_NODELAY") == "1":
+            # capture.sh MQTT_NODELAY=1: no Nagle on this side (paho leaves it on).
+            import socket
+            self.client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local, self.peer = ends_of_socket(self.client.socket())
         self.client.loop_start()
         await self.connected

@@ -6,7 +6,12 @@
 //! broker answered by the consumer's `basic.ack` (or `reject`/`nack`) of its delivery
 //! tag, so a consumer that acknowledges after its work holds that work, as a call
 //! does; on a channel consuming with `no-ack`, a delivery is one-way. `basic.get` is a
-//! call answered by `get-ok` or `get-empty`. Everything else (connection, channel,
+//! call answered by `get-ok` or `get-empty`. A request/reply by `reply_to` and
+//! `correlation_id` (RabbitMQ's RPC: direct reply-to or a callback queue) is a call: the
+//! publish naming where to reply is a request keyed by its correlation id, answered by
+//! the delivery that brings that id back on the same connection; at the worker, the
+//! delivery naming where to reply is a request answered by the publish carrying its
+//! correlation id, and the ack of such a delivery answers nothing. Everything else (connection, channel,
 //! queue and exchange methods, `qos`, `consume`, confirms, heartbeats) is housekeeping.
 //! Request ids are read from the message's header table. Owns AMQP framing; linking a
 //! delivery to its publish is not its job.
@@ -93,6 +98,15 @@ fn frame_at(bytes: &[u8], at: usize) -> Result<Option<Frame>, ()> {
 #[derive(Debug, Default)]
 pub struct Amqp {
     no_ack_channels: Vec<u16>,
+    /// Requests this client published with a `reply_to`, by [`correlation_key`],
+    /// waiting for the delivery that carries their correlation id back.
+    asked: Vec<u32>,
+    /// Requests delivered to this client with a `reply_to`, by [`correlation_key`],
+    /// waiting for the publish that carries their correlation id back.
+    served: Vec<u32>,
+    /// Deliveries that are a request or a reply by correlation id, as (channel, tag):
+    /// their acks answer nothing.
+    correlated_tags: Vec<(u16, u64)>,
     /// Deliveries not yet acknowledged, as (channel, delivery tag), oldest first: an
     /// ack with `multiple` answers every one of its channel up to its tag.
     unacknowledged: Vec<(u16, u64)>,
@@ -104,7 +118,55 @@ pub struct Amqp {
 /// capture lost) are forgotten.
 const MOST_UNACKNOWLEDGED: usize = 65_536;
 
+/// Pushes `item`, forgetting the oldest past [`MOST_UNACKNOWLEDGED`] (what the capture
+/// lost the end of).
+fn push_bounded<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == MOST_UNACKNOWLEDGED {
+        list.remove(0);
+    }
+    list.push(item);
+}
+
+/// A correlation id as a transaction id, apart from delivery tags' (top bit set).
+fn correlation_key(correlation_id: &[u8]) -> u32 {
+    let hash = correlation_id.iter().fold(0x811c_9dc5u32, |hash, &byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash | 0x8000_0000
+}
+
 impl Amqp {
+    /// A publish or delivery that is one end of a request/reply by `reply_to` and
+    /// `correlation_id` (RabbitMQ's RPC, direct reply-to or a callback queue): a
+    /// publish or delivery naming where to reply is a request keyed by its correlation
+    /// id; the delivery (or publish) carrying the correlation id of a request this
+    /// client asked (or was asked) is its reply. Else `meaning` as it stands.
+    fn correlated(
+        &self,
+        from: Side,
+        id: u16,
+        head: &[u8],
+        method: Frame,
+        meaning: Meaning,
+    ) -> Meaning {
+        let Some(properties) = properties(head, method) else {
+            return meaning;
+        };
+        let Some(correlation) = properties.correlation_id.filter(|c| !c.is_empty()) else {
+            return meaning;
+        };
+        let key = correlation_key(correlation);
+        let replies_to = properties.reply_to.is_some_and(|to| !to.is_empty());
+        match (from, id) {
+            (Side::Server, DELIVER) if self.asked.contains(&key) => Meaning::Reply(Some(key)),
+            (Side::Client, PUBLISH) if self.served.contains(&key) => Meaning::Reply(Some(key)),
+            (Side::Server, DELIVER) | (Side::Client, PUBLISH) if replies_to => {
+                Meaning::Request(Some(key))
+            }
+            _ => meaning,
+        }
+    }
+
     /// The oldest delivery still open on `channel` that an ack of `tag` with
     /// `multiple` answers (a tag of 0 answers every one).
     fn oldest_acknowledged(&self, channel: u16, tag: u64) -> Option<u64> {
@@ -250,6 +312,9 @@ impl Protocol for Amqp {
                             Some(oldest) => Meaning::Reply(Some(call_id(frame.channel, oldest))),
                             None => Meaning::Housekeeping,
                         }
+                    } else if self.correlated_tags.contains(&(frame.channel, tag)) {
+                        // A request or reply by correlation id, answered otherwise.
+                        Meaning::Housekeeping
                     } else {
                         Meaning::Reply(Some(call_id(frame.channel, tag)))
                     }
@@ -283,7 +348,17 @@ impl Protocol for Amqp {
             };
         }
         match content_end(bytes, frame) {
-            Ok(Some(len)) => Step::Message { len, meaning },
+            Ok(Some(len)) => Step::Message {
+                len,
+                meaning: match id {
+                    // What has come of it: a long body is counted off as it comes.
+                    PUBLISH | DELIVER => {
+                        let head = &bytes[..len.min(bytes.len())];
+                        self.correlated(from, id, head, frame, meaning)
+                    }
+                    _ => meaning,
+                },
+            },
             Ok(None) => Step::NeedMore,
             Err(()) => Step::Invalid,
         }
@@ -315,16 +390,51 @@ impl Protocol for Amqp {
         };
         let mut arguments = Arguments(&head[frame.payload + 4..frame.end() - 1]);
         self.also_acknowledged.clear();
+        let delivery_tag = || {
+            let mut tag = Arguments(arguments.0);
+            tag.short_string().and(tag.long_long())
+        };
+        let acked = !self.no_ack_channels.contains(&frame.channel);
+        if from == Side::Client && matches!(id, ACK | REJECT | NACK) {
+            // Acks of correlated deliveries answer nothing; forget those they name.
+            let mut fields = Arguments(arguments.0);
+            let tag = fields.long_long().unwrap_or(0);
+            let multiple = id != REJECT && fields.octet().is_some_and(|bits| bits & 1 == 1);
+            let channel = frame.channel;
+            self.correlated_tags.retain(|&(open, at)| {
+                open != channel || !(at == tag || (multiple && (tag == 0 || at <= tag)))
+            });
+        }
         match (from, id, meaning) {
-            (Side::Server, DELIVER, Meaning::Request(_)) => {
-                let mut tag = Arguments(arguments.0);
-                if let Some(tag) = tag.short_string().and(tag.long_long()) {
-                    if self.unacknowledged.len() == MOST_UNACKNOWLEDGED {
-                        self.unacknowledged.remove(0);
-                    }
-                    self.unacknowledged.push((frame.channel, tag));
+            (Side::Client, PUBLISH, Meaning::Request(Some(key))) => {
+                push_bounded(&mut self.asked, key);
+            }
+            (Side::Client, PUBLISH, Meaning::Reply(Some(key))) => {
+                self.served.retain(|&open| open != key);
+            }
+            (Side::Server, DELIVER, Meaning::Reply(Some(key))) => {
+                self.asked.retain(|&open| open != key);
+                if let Some(tag) = delivery_tag().filter(|_| acked) {
+                    push_bounded(&mut self.correlated_tags, (frame.channel, tag));
                 }
             }
+            (Side::Server, DELIVER, Meaning::Request(Some(key)))
+                if key & 0x8000_0000 != 0 && {
+                    let tag = delivery_tag();
+                    tag.is_none_or(|tag| call_id(frame.channel, tag) != key)
+                } =>
+            {
+                push_bounded(&mut self.served, key);
+                if let Some(tag) = delivery_tag().filter(|_| acked) {
+                    push_bounded(&mut self.correlated_tags, (frame.channel, tag));
+                }
+            }
+            (Side::Server, DELIVER, Meaning::Request(_)) => {
+                if let Some(tag) = delivery_tag() {
+                    push_bounded(&mut self.unacknowledged, (frame.channel, tag));
+                }
+            }
+
             (Side::Client, ACK | REJECT | NACK, Meaning::Reply(_)) => {
                 let mut fields = Arguments(arguments.0);
                 let tag = fields.long_long().unwrap_or(0);
@@ -444,28 +554,60 @@ fn body(head: &[u8], method: Frame) -> Option<Vec<&[u8]>> {
     Some(frames)
 }
 
-/// The request id in the header table of the content header following `method`.
-fn headers_id(head: &[u8], method: Frame) -> Option<String> {
+/// The basic properties of a content header that name a message's request id and its
+/// place in a request/reply.
+#[derive(Debug, Default)]
+struct Properties<'a> {
+    /// The header table's bytes.
+    headers: Option<&'a [u8]>,
+    /// Which request a reply answers (RPC's `correlation_id`).
+    correlation_id: Option<&'a [u8]>,
+    /// Where a request's reply is to go (`reply_to`).
+    reply_to: Option<&'a [u8]>,
+}
+
+/// The properties of the content header following `method`, as far as `reply_to`;
+/// `None` where the header is not there whole up to them.
+fn properties(head: &[u8], method: Frame) -> Option<Properties<'_>> {
     let header = frame_at(head, method.end()).ok()??;
     if header.kind != HEADER {
         return None;
     }
     let payload = head.get(header.payload..header.end() - 1)?;
     let mut arguments = Arguments(payload);
-    // class, weight, body size, property flags.
+    // class, weight, body size, property flags; then the properties the flags name,
+    // in the order of their bits from the highest.
     arguments.take(12)?;
     let flags = arguments.short()?;
+    let mut properties = Properties::default();
     if flags & 0x8000 != 0 {
         arguments.short_string()?; // content-type
     }
     if flags & 0x4000 != 0 {
         arguments.short_string()?; // content-encoding
     }
-    if flags & 0x2000 == 0 {
-        return None;
+    if flags & 0x2000 != 0 {
+        let len = arguments.long()? as usize;
+        properties.headers = Some(arguments.take(len)?);
     }
-    let len = arguments.long()? as usize;
-    let mut table = Arguments(arguments.take(len)?);
+    if flags & 0x1000 != 0 {
+        arguments.octet()?; // delivery-mode
+    }
+    if flags & 0x0800 != 0 {
+        arguments.octet()?; // priority
+    }
+    if flags & 0x0400 != 0 {
+        properties.correlation_id = Some(arguments.short_string()?);
+    }
+    if flags & 0x0200 != 0 {
+        properties.reply_to = Some(arguments.short_string()?);
+    }
+    Some(properties)
+}
+
+/// The request id in the header table of the content header following `method`.
+fn headers_id(head: &[u8], method: Frame) -> Option<String> {
+    let mut table = Arguments(properties(head, method)?.headers?);
     let mut best = propagation::Best::default();
     while let Some(name) = table.short_string() {
         let value: Option<&[u8]> = match table.octet()? {
@@ -693,6 +835,137 @@ mod tests {
         let times: Vec<_> = consumer.messages.iter().map(|m| m.first).collect();
         assert_eq!(times[4], times[5], "answered by the same bytes");
         assert!(consumer.problems.is_empty(), "{:?}", consumer.problems);
+    }
+
+    /// A publish (client) or delivery (server, tag `tag`) of `body` whose content header
+    /// carries a correlation id and, where given, where to reply.
+    fn correlated(
+        side: Side,
+        tag: u64,
+        key: &[u8],
+        correlation: &[u8],
+        reply_to: Option<&[u8]>,
+    ) -> Vec<u8> {
+        let mut bytes = match side {
+            Side::Client => {
+                let mut arguments = vec![0, 0];
+                arguments.extend_from_slice(&short_string(b""));
+                arguments.extend_from_slice(&short_string(key));
+                arguments.push(0);
+                method_frame(1, BASIC, PUBLISH, &arguments)
+            }
+            Side::Server => {
+                let mut arguments = short_string(b"ctag-1");
+                arguments.extend_from_slice(&tag.to_be_bytes());
+                arguments.push(0);
+                arguments.extend_from_slice(&short_string(b""));
+                arguments.extend_from_slice(&short_string(key));
+                method_frame(1, BASIC, DELIVER, &arguments)
+            }
+        };
+        let body = b"{\"price\": 3}";
+        let mut header = BASIC.to_be_bytes().to_vec();
+        header.extend_from_slice(&[0, 0]);
+        header.extend_from_slice(&(body.len() as u64).to_be_bytes());
+        // content-type, delivery-mode, correlation-id, then reply-to where given.
+        let flags: u16 = 0x8000 | 0x1000 | 0x0400 | if reply_to.is_some() { 0x0200 } else { 0 };
+        header.extend_from_slice(&flags.to_be_bytes());
+        header.extend_from_slice(&short_string(b"application/json"));
+        header.push(2);
+        header.extend_from_slice(&short_string(correlation));
+        if let Some(to) = reply_to {
+            header.extend_from_slice(&short_string(to));
+        }
+        bytes.extend_from_slice(&frame(HEADER, 1, &header));
+        bytes.extend_from_slice(&frame(BODY, 1, body));
+        bytes
+    }
+
+    #[test]
+    fn a_request_with_reply_to_is_answered_by_the_message_carrying_its_correlation_id() {
+        // web asks by direct reply-to, consumed no-ack; two requests in flight, answered
+        // in the other order.
+        let web = run(&[
+            (Side::Client, consume(1, true)),
+            (
+                Side::Client,
+                correlated(
+                    Side::Client,
+                    0,
+                    b"quote",
+                    b"r-1",
+                    Some(b"amq.rabbitmq.reply-to"),
+                ),
+            ),
+            (
+                Side::Client,
+                correlated(
+                    Side::Client,
+                    0,
+                    b"quote",
+                    b"r-2",
+                    Some(b"amq.rabbitmq.reply-to"),
+                ),
+            ),
+            (
+                Side::Server,
+                correlated(Side::Server, 1, b"amq.rabbitmq.reply-to.g1", b"r-2", None),
+            ),
+            (
+                Side::Server,
+                correlated(Side::Server, 1, b"amq.rabbitmq.reply-to.g1", b"r-1", None),
+            ),
+        ]);
+        assert_eq!(
+            described(&web),
+            [
+                "Client Call publish quote",
+                "Client Call publish quote",
+                "Server Return",
+                "Server Return"
+            ]
+        );
+        let keys: Vec<_> = web.messages.iter().map(|m| m.key).collect();
+        assert_eq!((keys[2], keys[3]), (keys[1], keys[0]));
+        // The worker: the delivery naming where to reply is a call its reply answers;
+        // its ack answers nothing; an order's delivery beside it keeps its ack.
+        let worker = run(&[
+            (Side::Client, consume(1, false)),
+            (
+                Side::Server,
+                correlated(
+                    Side::Server,
+                    1,
+                    b"quote",
+                    b"r-1",
+                    Some(b"amq.rabbitmq.reply-to.g1"),
+                ),
+            ),
+            (Side::Server, deliver(1, 2, b"", b"orders", b"one")),
+            (
+                Side::Client,
+                correlated(Side::Client, 0, b"amq.rabbitmq.reply-to.g1", b"r-1", None),
+            ),
+            (Side::Client, ack(1, 1, false)),
+            (Side::Client, ack(1, 2, false)),
+        ]);
+        assert_eq!(
+            described(&worker),
+            [
+                "Server Call deliver quote",
+                "Server Call deliver orders",
+                "Client Return",
+                "Client Return"
+            ]
+        );
+        let keys: Vec<_> = worker.messages.iter().map(|m| m.key).collect();
+        assert_eq!((keys[2], keys[3]), (keys[0], keys[1]));
+        assert_eq!(
+            worker.housekeeping.len(),
+            2,
+            "the consume and the quote's ack"
+        );
+        assert!(worker.problems.is_empty(), "{:?}", worker.problems);
     }
 
     #[test]

@@ -5,8 +5,11 @@
 //! housekeeping), so a delivery the consumer acknowledges after its work holds that
 //! work, as a call does. Packet ids are the client's and the server's own, so each
 //! direction's are kept apart. Everything else (`CONNECT`, `SUBSCRIBE`, pings…) is
-//! housekeeping. MQTT 5 user properties carry request ids. Owns MQTT framing; linking a
-//! delivery to its publish is not its job.
+//! housekeeping. MQTT 5 user properties carry request ids. An MQTT 5 request/reply is a
+//! call: a `PUBLISH` naming a Response Topic is a request keyed by its Correlation Data,
+//! answered by the `PUBLISH` that carries that Correlation Data back (at the requester,
+//! the delivery of the reply; at the worker, its publish of it), and their `PUBACK`s
+//! answer nothing. Owns MQTT framing; linking a delivery to its publish is not its job.
 
 use super::{destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
 use std::borrow::Cow;
@@ -73,6 +76,13 @@ pub struct Mqtt {
     /// The protocol level the client's `CONNECT` gave (5 adds properties); 4 until
     /// one is seen.
     level: Option<u8>,
+    /// Requests this client published with a Response Topic, by [`correlation_key`].
+    asked: Vec<u32>,
+    /// Requests delivered to this client with a Response Topic, by [`correlation_key`].
+    served: Vec<u32>,
+    /// Publishes that are a request or a reply by correlation, by [`call_id`]: their
+    /// acknowledgements answer nothing.
+    correlated_packets: Vec<u32>,
 }
 
 /// A packet id, with the side that chose it: both ends number their own publishes.
@@ -107,25 +117,40 @@ fn publish(flags: u8, body: &[u8]) -> Option<Publish<'_>> {
     })
 }
 
-/// The request id among MQTT 5 properties (user properties, 0x26).
-fn propagated(properties: &[u8]) -> Option<String> {
+/// The MQTT 5 properties of a `PUBLISH` that name its request id and its place in a
+/// request/reply.
+#[derive(Debug, Default)]
+struct Properties<'a> {
+    /// Where a request's reply is to go (Response Topic, 0x08).
+    response_topic: Option<&'a [u8]>,
+    /// Which request a reply answers (Correlation Data, 0x09).
+    correlation_data: Option<&'a [u8]>,
+    /// User properties (0x26), name and value.
+    user: Vec<(&'a [u8], &'a [u8])>,
+}
+
+/// The properties at the start of `properties` (their length, then each one), as far
+/// as they are read; `None` where they have not all come or are not MQTT's.
+fn properties(properties: &[u8]) -> Option<Properties<'_>> {
     let (len, said) = remaining_length(properties).ok().flatten()?;
     let mut rest = properties.get(said..said + len)?;
-    let mut best = propagation::Best::default();
-    let string = |rest: &mut &[u8]| -> Option<Vec<u8>> {
+    let mut found = Properties::default();
+    fn string<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
         let len = usize::from(u16::from_be_bytes([*rest.first()?, *rest.get(1)?]));
-        let value = rest.get(2..2 + len)?.to_vec();
+        let value = rest.get(2..2 + len)?;
         *rest = &rest[2 + len..];
         Some(value)
-    };
+    }
     while let Some((&id, after)) = rest.split_first() {
         rest = after;
         match id {
             0x01 => rest = rest.get(1..)?,
             0x02 => rest = rest.get(4..)?,
-            0x03 | 0x08 | 0x09 => {
+            0x03 => {
                 string(&mut rest)?;
             }
+            0x08 => found.response_topic = Some(string(&mut rest)?),
+            0x09 => found.correlation_data = Some(string(&mut rest)?),
             0x0b => {
                 let (_, said) = remaining_length(rest).ok().flatten()?;
                 rest = &rest[said..];
@@ -134,12 +159,106 @@ fn propagated(properties: &[u8]) -> Option<String> {
             0x26 => {
                 let name = string(&mut rest)?;
                 let value = string(&mut rest)?;
-                best.field(&name, &value);
+                found.user.push((name, value));
             }
             _ => break,
         }
     }
+    Some(found)
+}
+
+/// The request id among MQTT 5 properties (user properties, 0x26).
+fn propagated(bytes: &[u8]) -> Option<String> {
+    let mut best = propagation::Best::default();
+    for (name, value) in properties(bytes)?.user {
+        best.field(name, value);
+    }
     best.id()
+}
+
+/// Correlation Data as a transaction id, apart from packet ids' (top bit set).
+fn correlation_key(correlation: &[u8]) -> u32 {
+    let hash = correlation.iter().fold(0x811c_9dc5u32, |hash, &byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash | 0x8000_0000
+}
+
+/// Most requests kept waiting for their reply: past it, the oldest are forgotten.
+const MOST_OPEN: usize = 65_536;
+
+fn push_bounded(list: &mut Vec<u32>, item: u32) {
+    if list.len() == MOST_OPEN {
+        list.remove(0);
+    }
+    list.push(item);
+}
+
+impl Mqtt {
+    /// After a packet is cut: the requests and replies by correlation it opens or
+    /// closes, and the acknowledgements they make housekeeping.
+    fn note_correlation(&mut self, from: Side, meaning: Meaning, head: &[u8]) {
+        let first = head[0];
+        let Some((_, said)) = remaining_length(&head[1..]).ok().flatten() else {
+            return;
+        };
+        let body = &head[1 + said..];
+        match (first >> 4, meaning) {
+            (PUBLISH, Meaning::Request(Some(key)) | Meaning::Reply(Some(key)))
+                if key & 0x8000_0000 != 0 =>
+            {
+                let asking = matches!(meaning, Meaning::Request(_));
+                match (from, asking) {
+                    (Side::Client, true) => push_bounded(&mut self.asked, key),
+                    (Side::Server, true) => push_bounded(&mut self.served, key),
+                    (_, false) => {
+                        self.asked.retain(|&open| open != key);
+                        self.served.retain(|&open| open != key);
+                    }
+                }
+                if let Some(packet) = publish(first & 0x0f, body).and_then(|p| p.packet) {
+                    push_bounded(&mut self.correlated_packets, call_id(from, packet));
+                }
+            }
+            (PUBACK | PUBREC, Meaning::Housekeeping) => {
+                if let (Some(&high), Some(&low)) = (body.first(), body.get(1)) {
+                    let publisher = match from {
+                        Side::Client => Side::Server,
+                        Side::Server => Side::Client,
+                    };
+                    let acknowledged = call_id(publisher, u16::from_be_bytes([high, low]));
+                    self.correlated_packets.retain(|&open| open != acknowledged);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A `PUBLISH` that is one end of an MQTT 5 request/reply: one naming a Response
+    /// Topic is a request keyed by its Correlation Data; one carrying the Correlation
+    /// Data of a request this end asked (or was asked) is its reply. Else `meaning`.
+    fn correlated(&self, body: &[u8], flags: u8, meaning: Meaning) -> Meaning {
+        if self.level != Some(5) {
+            return meaning;
+        }
+        let Some(head) = publish(flags, body) else {
+            return meaning;
+        };
+        let Some(found) = body.get(head.properties..).and_then(properties) else {
+            return meaning;
+        };
+        let Some(correlation) = found.correlation_data.filter(|c| !c.is_empty()) else {
+            return meaning;
+        };
+        let key = correlation_key(correlation);
+        if self.asked.contains(&key) || self.served.contains(&key) {
+            Meaning::Reply(Some(key))
+        } else if found.response_topic.is_some_and(|topic| !topic.is_empty()) {
+            Meaning::Request(Some(key))
+        } else {
+            meaning
+        }
+    }
 }
 
 impl Protocol for Mqtt {
@@ -179,7 +298,7 @@ impl Protocol for Mqtt {
             }
             PUBLISH => {
                 let qos = (flags >> 1) & 3;
-                if qos == 0 {
+                let meaning = if qos == 0 {
                     Meaning::OneWay
                 } else {
                     let Some(head) = publish(flags, body) else {
@@ -191,7 +310,8 @@ impl Protocol for Mqtt {
                     };
                     let packet = head.packet.expect("QoS above 0 has a packet id");
                     Meaning::Request(Some(call_id(from, packet)))
-                }
+                };
+                self.correlated(body, flags, meaning)
             }
             PUBACK | PUBREC => {
                 let (Some(&high), Some(&low)) = (body.first(), body.get(1)) else {
@@ -206,7 +326,12 @@ impl Protocol for Mqtt {
                     Side::Client => Side::Server,
                     Side::Server => Side::Client,
                 };
-                Meaning::Reply(Some(call_id(publisher, u16::from_be_bytes([high, low]))))
+                let acknowledged = call_id(publisher, u16::from_be_bytes([high, low]));
+                match self.correlated_packets.contains(&acknowledged) {
+                    // A request or reply by correlation, answered otherwise.
+                    true => Meaning::Housekeeping,
+                    false => Meaning::Reply(Some(acknowledged)),
+                }
             }
             _ => Meaning::Housekeeping,
         };
@@ -225,6 +350,7 @@ impl Protocol for Mqtt {
         let Some(&first) = head.first() else {
             return Label::default();
         };
+        self.note_correlation(from, meaning, head);
         if first >> 4 != PUBLISH {
             return Label {
                 status: if matches!(meaning, Meaning::Reply(_)) {
@@ -400,6 +526,114 @@ mod tests {
         assert_eq!(out.messages[1].key, out.messages[3].key);
         assert_eq!(out.housekeeping.len(), 4);
         assert!(out.problems.is_empty(), "{:?}", out.problems);
+    }
+
+    /// MQTT 5 properties: Response Topic (where given) and Correlation Data.
+    fn correlation(response_topic: Option<&[u8]>, correlation: &[u8]) -> Vec<u8> {
+        let mut property = Vec::new();
+        if let Some(topic) = response_topic {
+            property.push(0x08);
+            property.extend_from_slice(&string(topic));
+        }
+        property.push(0x09);
+        property.extend_from_slice(&string(correlation));
+        let mut properties = vec![property.len() as u8];
+        properties.extend_from_slice(&property);
+        properties
+    }
+
+    #[test]
+    fn a_publish_naming_a_response_topic_is_answered_by_the_one_carrying_its_correlation() {
+        let mut connect = string(b"MQTT");
+        connect.extend_from_slice(&[5, 0x02, 0, 60, 0]);
+        connect.extend_from_slice(&string(b"web-1"));
+        let connected = || {
+            vec![
+                (Side::Client, packet(0x10, &connect)),
+                (Side::Server, packet(0x20, &[0, 0, 0])),
+            ]
+        };
+        // web asks twice; the replies come in the other order; every PUBACK is
+        // housekeeping, and an order's publish beside them keeps its own.
+        let mut web = connected();
+        web.extend([
+            (
+                Side::Client,
+                publish(
+                    1,
+                    b"quote",
+                    1,
+                    &correlation(Some(b"reply/web"), b"r-1"),
+                    b"{}",
+                ),
+            ),
+            (
+                Side::Client,
+                publish(
+                    1,
+                    b"quote",
+                    2,
+                    &correlation(Some(b"reply/web"), b"r-2"),
+                    b"{}",
+                ),
+            ),
+            (Side::Client, publish(1, b"orders", 3, &[0], b"{}")),
+            (Side::Server, packet(0x40, &[0, 1, 0])),
+            (Side::Server, packet(0x40, &[0, 2, 0])),
+            (Side::Server, packet(0x40, &[0, 3, 0])),
+            (
+                Side::Server,
+                publish(1, b"reply/web", 9, &correlation(None, b"r-2"), b"{}"),
+            ),
+            (Side::Client, packet(0x40, &[0, 9])),
+            (
+                Side::Server,
+                publish(1, b"reply/web", 8, &correlation(None, b"r-1"), b"{}"),
+            ),
+            (Side::Client, packet(0x40, &[0, 8])),
+        ]);
+        let web = frame(&web);
+        assert_eq!(
+            described(&web),
+            [
+                "Client Call publish quote",
+                "Client Call publish quote",
+                "Client Call publish orders",
+                "Server Return",
+                "Server Return",
+                "Server Return",
+            ]
+        );
+        let keys: Vec<_> = web.messages.iter().map(|m| m.key).collect();
+        assert_eq!((keys[3], keys[4], keys[5]), (keys[2], keys[1], keys[0]));
+        assert!(web.problems.is_empty(), "{:?}", web.problems);
+        // The worker: the delivery naming where to reply is a call its reply answers.
+        let mut worker = connected();
+        worker.extend([
+            (
+                Side::Server,
+                publish(
+                    1,
+                    b"quote",
+                    4,
+                    &correlation(Some(b"reply/web"), b"r-1"),
+                    b"{}",
+                ),
+            ),
+            (
+                Side::Client,
+                publish(1, b"reply/web", 5, &correlation(None, b"r-1"), b"{}"),
+            ),
+            (Side::Server, packet(0x40, &[0, 5, 0])),
+            (Side::Client, packet(0x40, &[0, 4])),
+        ]);
+        let worker = frame(&worker);
+        assert_eq!(
+            described(&worker),
+            ["Server Call deliver quote", "Client Return"]
+        );
+        assert_eq!(worker.messages[0].key, worker.messages[1].key);
+        assert!(worker.problems.is_empty(), "{:?}", worker.problems);
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! choosing the parents of the calls left is the per-node choice's.
 
 use super::call_pairs::{is_one_way, CallPair};
-use super::candidates::outlives;
 use crate::brokers::Followed;
 use crate::trace::{CallId, Kind, Nanos, NodeId, Trace};
 use hashbrown::HashMap;
@@ -29,42 +28,59 @@ pub struct PairHops {
     /// The deliveries that are one-way messages, ascending: their consumers' calls out
     /// after them are their work.
     pub one_way: Vec<u32>,
+    /// (delivery, publish) of the linked pairs whose answers the broker linked too, the
+    /// delivery's answer carried back as the publish's (a request/reply: NATS request,
+    /// AMQP `reply_to`, MQTT 5 Response Topic), ascending: the only hops the producer
+    /// waits for.
+    pub answered: Vec<(u32, u32)>,
 }
 
 /// The links of `followed` between the pairs they are the calls of: a publish and a
-/// delivery are each a call or a one-way message ([`is_one_way`]); links between
-/// answers (a NATS reply passed back to its requester) are the calls' own returns and
-/// need none.
+/// delivery are each a call or a one-way message ([`is_one_way`]); a link between
+/// answers (a reply passed back to its requester) is the calls' own return, and says
+/// which of the links the producer waited for ([`PairHops::answered`]).
 pub fn pair_hops(trace: &Trace, pairs: &[CallPair], followed: &Followed) -> PairHops {
     if followed.hops.is_empty() {
         return PairHops::default();
     }
-    // The pairs of broker messages, by the message that made them.
+    // The pairs of broker messages, by the message that made them: a call by its call,
+    // a return by its return.
     let mut by_message: HashMap<(NodeId, NodeId, CallId, Nanos), u32> = HashMap::new();
     for (index, pair) in pairs.iter().enumerate() {
         if trace.content(pair.call_id, Kind::Call).is_some() {
             let key = (pair.caller, pair.callee, pair.call_id, pair.caller_send);
             by_message.insert(key, index as u32);
         }
+        if trace.content(pair.call_id, Kind::Return).is_some() {
+            let key = (pair.callee, pair.caller, pair.call_id, pair.callee_return);
+            by_message.insert(key, index as u32);
+        }
     }
     let pair_of = |message: usize| {
         let message = &trace.messages[message];
-        if message.kind() == Kind::Return {
-            return None;
-        }
         let key = (
             message.sender(),
             message.receiver(),
             message.call_id(),
             message.at_sender(),
         );
-        by_message.get(&key).copied()
+        let pair = by_message.get(&key).copied();
+        (pair, message.kind() == Kind::Return)
     };
     let mut hops = PairHops::default();
     for hop in &followed.hops {
-        let (Some(delivery), Some(publish)) = (pair_of(hop.delivery), pair_of(hop.publish)) else {
+        let (Some(delivery), returned) = pair_of(hop.delivery) else {
             continue;
         };
+        let (Some(publish), _) = pair_of(hop.publish) else {
+            continue;
+        };
+        if returned {
+            // The answer out of the broker returns the producer's call (`delivery`);
+            // the answer into it, the consumer's (`publish`).
+            hops.answered.push((publish, delivery));
+            continue;
+        }
         hops.links.push((delivery, publish));
         if is_one_way(trace, &pairs[delivery as usize]) {
             hops.one_way.push(delivery);
@@ -74,24 +90,24 @@ pub fn pair_hops(trace: &Trace, pairs: &[CallPair], followed: &Followed) -> Pair
     hops.links.dedup_by_key(|link| link.0);
     hops.one_way.sort_unstable();
     hops.one_way.dedup();
+    hops.answered.sort_unstable();
+    hops.answered.dedup();
     hops
 }
 
 /// Sets each linked delivery's parent to its publish, sure: the message itself links
-/// them. Returns the deliveries whose publish did not wait for them (its broker
-/// answered it, or it was one-way, before the delivery was answered): the
-/// asynchronous hops, ascending.
-pub fn link(
-    pairs: &[CallPair],
-    hops: &PairHops,
-    parent: &mut [u32],
-    confidence: &mut [f32],
-) -> Vec<u32> {
+/// them. Returns the deliveries whose publish did not wait for them: the asynchronous
+/// hops, ascending. A producer waits for a delivery only where the broker carried the
+/// delivery's answer back as the publish's ([`PairHops::answered`]); a broker's own
+/// answer (a PUBACK, a confirm, a Produce response) never waits for the consumer, even
+/// where it came after the consumer's ack: Nagle's algorithm held mosquitto's PUBACKs
+/// ~40 ms, after the worker had done.
+pub fn link(hops: &PairHops, parent: &mut [u32], confidence: &mut [f32]) -> Vec<u32> {
     let mut asynchronous = Vec::new();
     for &(delivery, publish) in &hops.links {
         parent[delivery as usize] = publish;
         confidence[delivery as usize] = 1.0;
-        if outlives(&pairs[delivery as usize], &pairs[publish as usize], 0) {
+        if hops.answered.binary_search(&(delivery, publish)).is_err() {
             asynchronous.push(delivery);
         }
     }
@@ -339,6 +355,37 @@ pub(crate) mod tests {
         );
         // The request answered at 1.003; the worker's last call returned at 1.015.
         assert_eq!(order.tails.values(), Some(&[12_000_000][..]));
+    }
+
+    #[test]
+    fn a_brokers_own_answer_that_comes_after_the_consumers_does_not_wait_for_it() {
+        // MQTT at QoS 1: the broker's PUBACK to web (held 40 ms by Nagle's algorithm)
+        // comes after the worker's PUBACK of the delivery, yet the broker did not wait
+        // for it: only a reply the broker carries back is waited for, as the quote's.
+        let trace = trace_from_str(&format!(
+            "{ORDER_AND_QUOTE}\
+             3.000 CALL client web r3\n\
+             3.001 CALL web nats p3 msg=000000c1\n\
+             3.002 CALL nats worker d3 msg=000000c1\n\
+             3.003 CALL worker cache c4\n\
+             3.004 RET cache worker c4\n\
+             3.005 RET worker nats d3\n\
+             3.045 RET nats web p3\n\
+             3.046 RET web client r3\n"
+        ));
+        let nesting = nest(&trace, &NestOptions::default()).unwrap();
+        let mut signatures: Vec<(&str, u64)> = (nesting.patterns.iter())
+            .map(|p| (p.signature.as_str(), p.count()))
+            .collect();
+        signatures.sort_unstable();
+        assert_eq!(
+            signatures,
+            [
+                ("client->web(nats(worker(cache)))", 1),
+                ("client->web(nats⇒worker(cache))", 1),
+                ("client->web(nats⇒worker(cache,cache))", 1)
+            ]
+        );
     }
 
     /// Two orders wait at the worker together; it serves them in turn, each with a SET,

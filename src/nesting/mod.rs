@@ -443,7 +443,7 @@ fn nest_starting(
     } else {
         links as f64 / children_with_candidates as f64
     };
-    let hops = hops::link(&pairs, &pair_hops, &mut parent, &mut confidence);
+    let hops = hops::link(&pair_hops, &mut parent, &mut confidence);
     stats.served_in_order = hops::place(&in_order, &mut parent, &mut confidence);
     let counted = |delivery: u32| u64::from(in_core(pairs[delivery as usize].caller_send));
     stats.broker_links = pair_hops.links.iter().map(|link| counted(link.0)).sum();

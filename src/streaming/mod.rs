@@ -753,7 +753,7 @@ pub fn nest_held(
             // links every one.
             let followed = crate::brokers::follow(trace);
             let pair_hops = nesting::hops::pair_hops(trace, &pairs, &followed);
-            let hops = nesting::hops::link(&pairs, &pair_hops, &mut parent, &mut confidence);
+            let hops = nesting::hops::link(&pair_hops, &mut parent, &mut confidence);
             let in_order = nesting::hops::serve_in_order(trace, &pairs, (&pair_hops, options.ids));
             stats.served_in_order = nesting::hops::place(&in_order, &mut parent, &mut confidence);
             stats.cycles_broken += nesting::parents::break_cycles(&mut parent);

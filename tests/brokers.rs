@@ -105,19 +105,31 @@ fn every_brokers_messages_are_read_and_counted_by_kind_as_the_programs_logged_th
     assert_eq!(nats["deliveries"], orders, "{nats:?}");
     assert_eq!(nats["requests"], 2 * quotes, "{nats:?}");
     assert_eq!(nats["answers"], 2 * quotes, "{nats:?}");
+    // A quote over RabbitMQ or mosquitto is a request/reply by correlation id: web's
+    // publish and the worker's delivery carry where to reply; the worker's reply and
+    // its delivery to web answer them, and the acks around them answer nothing.
     let rabbit = kinds(&summary, "rabbit.pcap.gz", "amqp");
-    let amqp = truth["/order/amqp"];
+    let (amqp, amqp_quotes) = (truth["/order/amqp"], truth["/quote/amqp"]);
     assert_eq!(
         (rabbit["publishes"], rabbit["deliveries"], rabbit["answers"]),
-        (amqp, amqp, amqp),
-        "every delivery acknowledged: {rabbit:?}"
+        (
+            amqp + amqp_quotes,
+            amqp + amqp_quotes,
+            amqp + 2 * amqp_quotes
+        ),
+        "every delivery of an order acknowledged, every quote replied to: {rabbit:?}"
     );
     let mqtt = kinds(&summary, "mqtt.pcap.gz", "mqtt");
-    let published = truth["/order/mqtt"];
-    // QoS 1 both ways: the broker acknowledges each publish, the worker each delivery.
+    let (published, mqtt_quotes) = (truth["/order/mqtt"], truth["/quote/mqtt"]);
+    // QoS 1 both ways: the broker acknowledges each publish of an order, the worker
+    // each delivery of one.
     assert_eq!(
         (mqtt["publishes"], mqtt["deliveries"], mqtt["answers"]),
-        (published, published, 2 * published),
+        (
+            published + mqtt_quotes,
+            published + mqtt_quotes,
+            2 * published + 2 * mqtt_quotes
+        ),
         "{mqtt:?}"
     );
     // A Kafka produce can carry several orders and a fetch bring several: each record
@@ -140,8 +152,11 @@ fn every_delivery_is_linked_to_its_publish_with_the_brokers_captures_and_without
     let with = links(&summary);
     let nats = truth["/order/nats"] + 2 * truth["/quote/nats"];
     assert_eq!(with["nats"].0, nats, "{summary}");
-    assert_eq!(with["rabbit"].0, truth["/order/amqp"], "{summary}");
-    assert_eq!(with["mqtt"].0, truth["/order/mqtt"], "{summary}");
+    // A quote's request and its reply are each delivered.
+    let rabbit = truth["/order/amqp"] + 2 * truth["/quote/amqp"];
+    assert_eq!(with["rabbit"].0, rabbit, "{summary}");
+    let mqtt = truth["/order/mqtt"] + 2 * truth["/quote/mqtt"];
+    assert_eq!(with["mqtt"].0, mqtt, "{summary}");
     assert_eq!(with.len(), 4, "the brokers and nothing else: {with:?}");
     // convolve's summary says the same.
     let (_, convolved) = outputs_of(
@@ -210,7 +225,8 @@ fn a_request_and_the_work_its_message_caused_are_one_path() {
     // With the brokers' captures and without them (named from hosts.tsv): each
     // asynchronous hop joins the consumer's work to the request (`⇒`), each Kafka
     // record on its own, each consumer's calls go to the deliveries in the order it
-    // served them, and the NATS request/reply nests as a call: with the ids read every
+    // served them, and the request/replies over NATS, RabbitMQ and mosquitto nest as
+    // calls: with the ids read every
     // request in its true pattern, without them 99% or more of each path's.
     let names = tempfile::NamedTempFile::new().unwrap();
     let hosts = std::fs::read_to_string(shipped().join("hosts.tsv")).unwrap();
@@ -247,9 +263,15 @@ fn a_request_and_the_work_its_message_caused_are_one_path() {
                 false => assert_eq!(right, requests, "{signature}: {scores:?}"),
             }
         }
-        assert_eq!(scores.len(), 5, "{scores:?}");
-        assert!(scores.contains_key("client->web(rabbit⇒worker-amqp(cache,cache))"));
-        assert!(scores.contains_key("client->web(nats(worker-nats(cache)))"));
+        assert_eq!(scores.len(), 7, "{scores:?}");
+        for path in [
+            "client->web(rabbit⇒worker-amqp(cache,cache))",
+            "client->web(nats(worker-nats(cache)))",
+            "client->web(rabbit(worker-amqp(cache)))",
+            "client->web(mqtt(worker-mqtt(cache)))",
+        ] {
+            assert!(scores.contains_key(path), "{path}: {scores:?}");
+        }
     }
     // The table tells the request's latency and its tail apart, with each hop's time
     // in its broker; the OTLP export links each consumer to its producer.
@@ -287,19 +309,25 @@ fn a_request_and_the_work_its_message_caused_are_one_path() {
             .find(|a| a["key"] == key)
             .map(|a| a["value"]["stringValue"].as_str().unwrap().to_owned())
     };
-    let publish = (spans.iter())
-        .find(|s| {
+    // RabbitMQ's publishes: the orders and the quotes, each a send.
+    let publishes: Vec<&&serde_json::Value> = (spans.iter())
+        .filter(|s| {
             s["kind"] == 4
                 && attribute(s, "messaging.system").as_deref() == Some("rabbitmq")
                 && attribute(s, "messaging.operation.name").as_deref() == Some("publish")
         })
-        .expect("a producer span of a RabbitMQ publish");
+        .collect();
+    let destinations: std::collections::BTreeSet<String> = (publishes.iter())
+        .filter_map(|s| attribute(s, "messaging.destination.name"))
+        .collect();
     assert_eq!(
-        attribute(publish, "messaging.operation.type").as_deref(),
-        Some("send")
+        destinations.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["orders", "quote"]
     );
-    assert_eq!(
-        attribute(publish, "messaging.destination.name").as_deref(),
-        Some("orders")
-    );
+    for publish in publishes {
+        assert_eq!(
+            attribute(publish, "messaging.operation.type").as_deref(),
+            Some("send")
+        );
+    }
 }

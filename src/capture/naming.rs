@@ -344,7 +344,11 @@ pub(super) fn host_of(names: &BTreeMap<IpAddr, String>, address: IpAddr) -> Stri
 }
 
 /// A message's call id, the same in every capture that saw it:
-/// `tcp:CLIENT>SERVER#KEY` (`udp:` for UDP).
+/// `tcp:CLIENT>SERVER#KEY` (`udp:` for UDP). A call named by a correlation id its
+/// request and reply both carry names the hosts without their ports: its halves may
+/// travel on different connections ([`CallKey::spans_connections`]).
+///
+/// [`CallKey::spans_connections`]: crate::capture::protocol::CallKey::spans_connections
 pub(super) fn push_call_id(
     text: &mut String,
     message: &CaptureMessage,
@@ -352,11 +356,17 @@ pub(super) fn push_call_id(
     server: &str,
 ) {
     use std::fmt::Write;
+    let host = |endpoint: &'_ str| -> usize {
+        match message.framed.key.spans_connections() {
+            true => endpoint.rfind(':').unwrap_or(endpoint.len()),
+            false => endpoint.len(),
+        }
+    };
     text.push_str(if message.tcp { "tcp" } else { "udp" });
     text.push(':');
-    text.push_str(client);
+    text.push_str(&client[..host(client)]);
     text.push('>');
-    text.push_str(server);
+    text.push_str(&server[..host(server)]);
     let _ = write!(text, "#{}", message.framed.key);
 }
 

@@ -412,7 +412,8 @@ impl Trace {
     /// The connection a call travelled on: as a text trace's `conn=` named it, else
     /// where its id says: ids that captures give (`tcp:10.0.0.1:5000>10.0.0.2:80#s123`,
     /// `udp:...#...`) name their connection before the `#`. `None` for other ids, as
-    /// text traces' usually are.
+    /// text traces' usually are, and for a call named by its correlation id
+    /// (`tcp:10.0.0.1>10.0.0.2#c1f`), whose request and reply may have taken two.
     pub fn connection(&self, call: CallId) -> Option<&str> {
         if let Some(&named) = self.call_connections.get(call.0 as usize) {
             if named > 0 {
@@ -423,7 +424,9 @@ impl Trace {
         if !(id.starts_with("tcp:") || id.starts_with("udp:")) {
             return None;
         }
-        id.split_once('#').map(|(connection, _)| connection)
+        id.split_once('#')
+            .filter(|(_, key)| !key.starts_with('c'))
+            .map(|(connection, _)| connection)
     }
 
     /// The operation a call asked for, if its protocol named it.

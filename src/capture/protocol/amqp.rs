@@ -129,10 +129,7 @@ fn push_bounded<T>(list: &mut Vec<T>, item: T) {
 
 /// A correlation id as a transaction id, apart from delivery tags' (top bit set).
 fn correlation_key(correlation_id: &[u8]) -> u32 {
-    let hash = correlation_id.iter().fold(0x811c_9dc5u32, |hash, &byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    });
-    hash | 0x8000_0000
+    super::correlation_key(correlation_id) | 0x8000_0000
 }
 
 impl Amqp {

@@ -85,10 +85,20 @@ pub struct Delimited<P> {
     by_turns: Option<Turns>,
     /// The further messages ([`super::Further`]) of the message last labelled, interned,
     /// until it is emitted.
-    further: Vec<(Content, Propagated)>,
+    further: Vec<FurtherNamed>,
     /// The other requests the reply last labelled answers ([`Protocol::answered_with`]),
     /// until it is emitted.
     answered_with: Vec<u32>,
+}
+
+/// A further message ([`super::Further`]) with its names interned.
+#[derive(Debug, Clone, Copy)]
+struct FurtherNamed {
+    content: Content,
+    propagated: Propagated,
+    /// Its own operation, where it has one.
+    operation: Option<Operation>,
+    meaning: Meaning,
 }
 
 impl<P: Protocol> Delimited<P> {
@@ -130,7 +140,12 @@ impl<P: Protocol> Delimited<P> {
                 Some(id) => out.propagated(id),
                 None => Propagated::NONE,
             };
-            self.further.push((further.content, propagated));
+            self.further.push(FurtherNamed {
+                content: further.content,
+                propagated,
+                operation: further.operation.as_deref().map(|name| out.operation(name)),
+                meaning: further.meaning,
+            });
         }
         self.answered_with.clear();
         if matches!(meaning, Meaning::Reply(_)) {
@@ -259,6 +274,9 @@ impl<P: Protocol> Delimited<P> {
             Meaning::Housekeeping => {
                 out.housekeeping
                     .push("protocol housekeeping (handshakes, authentication, interim replies)");
+                // What it carries may still be requests and replies of their own (a
+                // Kafka produce of request records only).
+                self.emit_further(from, seq, (first, last), named.operation, out);
                 return;
             }
             Meaning::OneWay => (Kind::Free, CallKey::Seq(seq)),
@@ -314,19 +332,38 @@ impl<P: Protocol> Delimited<P> {
         framed.content = named.content;
         let operation = framed.operation;
         out.messages.push(framed);
-        // The further messages the same bytes carried, each one-way, after it; keyed
-        // by the bytes after its first, which no other message of this side starts at.
         if kind == Kind::Call || meaning == Meaning::OneWay {
-            for (k, (content, propagated)) in self.further.drain(..).enumerate() {
-                let key = CallKey::Seq(seq.wrapping_add(k as u32 + 1));
-                let mut further = Framed::new(from, Kind::Free, key, first, last);
-                further.operation = operation;
-                further.propagated = propagated;
-                further.content = content;
-                out.messages.push(further);
-            }
+            self.emit_further(from, seq, (first, last), operation, out);
         }
         self.further.clear();
+    }
+
+    /// The further messages the same bytes carried, after the message at `seq`: a
+    /// one-way one keyed by the bytes after the message's first, which no other message
+    /// of this side starts at; a request or reply by its correlation id, whichever
+    /// connection its other half took.
+    fn emit_further(
+        &mut self,
+        from: Side,
+        seq: u32,
+        (first, last): (Nanos, Nanos),
+        operation: Operation,
+        out: &mut Output,
+    ) {
+        for (k, further) in self.further.drain(..).enumerate() {
+            let (kind, key) = match further.meaning {
+                Meaning::Request(Some(key)) => (Kind::Call, CallKey::Correlation(key)),
+                Meaning::Reply(Some(key)) => (Kind::Return, CallKey::Correlation(key)),
+                _ => (Kind::Free, CallKey::Seq(seq.wrapping_add(k as u32 + 1))),
+            };
+            let mut framed = Framed::new(from, kind, key, first, last);
+            if kind != Kind::Return {
+                framed.operation = further.operation.unwrap_or(operation);
+                framed.propagated = further.propagated;
+            }
+            framed.content = further.content;
+            out.messages.push(framed);
+        }
     }
 
     /// Takes a segment's bytes: a tail counted off, whole messages cut, the rest

@@ -53,6 +53,9 @@ struct Asked {
     correlation: i32,
     api_key: i16,
     version: i16,
+    /// A produce of requests and replies by correlation id only: housekeeping, and its
+    /// response too.
+    only_correlated: bool,
 }
 
 /// The state of one Kafka connection: the requests awaiting responses.
@@ -137,25 +140,35 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A produce request's first topic and its first records, after the request header.
-fn produce_topic(body: &[u8], version: i16) -> Option<(&[u8], &[u8])> {
+/// A produce request's records, per topic and partition, as (topic, record batches),
+/// after the request header; as far as `body` goes.
+fn produce_records(body: &[u8], version: i16) -> Vec<(&[u8], &[u8])> {
     let compact = flexible(PRODUCE, version);
     let mut reader = Reader(body);
-    if version >= 3 {
-        reader.bytes(compact, false)?; // transactional id
-    }
-    reader.i16()?; // acks
-    reader.i32()?; // timeout
-    if reader.array_len(compact)? == 0 {
-        return None;
-    }
-    let topic = reader.bytes(compact, false)?;
-    if reader.array_len(compact)? == 0 {
-        return Some((topic, &[]));
-    }
-    reader.i32()?; // partition
-    let records = reader.bytes(compact, true).unwrap_or(&[]);
-    Some((topic, records))
+    let mut found = Vec::new();
+    let mut read = || -> Option<()> {
+        if version >= 3 {
+            reader.bytes(compact, false)?; // transactional id
+        }
+        reader.i16()?; // acks
+        reader.i32()?; // timeout
+        for _ in 0..reader.array_len(compact)? {
+            let topic = reader.bytes(compact, false)?;
+            for _ in 0..reader.array_len(compact)? {
+                reader.i32()?; // partition
+                found.push((topic, reader.bytes(compact, true)?));
+                if compact {
+                    reader.tagged_fields()?;
+                }
+            }
+            if compact {
+                reader.tagged_fields()?;
+            }
+        }
+        Some(())
+    };
+    read();
+    found
 }
 
 /// A produce request's acks (0: no response will come).
@@ -174,15 +187,13 @@ struct Records<'a> {
     batches: &'a [u8],
 }
 
-/// What a fetch response brings, read as far as `body` goes: its first topic with
-/// records and those records; `Ok(None)` if it brings none; `Err` if `body` ends
-/// before that can be told.
-fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
+/// What a fetch response brings, read as far as `body` goes: each topic's records (of
+/// each partition that brought some); `Err` if `body` ends before any can be told.
+fn fetch_records(body: &[u8], version: i16) -> Result<Vec<Records<'_>>, ()> {
     let compact = flexible(FETCH, version);
     let mut reader = Reader(body);
-    // Positions in `body`, not slices, so the closure borrows only the reader.
-    let at = |reader: &Reader<'_>| body.len() - reader.0.len();
-    let read = |reader: &mut Reader<'_>| -> Option<Option<(usize, usize, usize, usize)>> {
+    let mut found = Vec::new();
+    let mut read = || -> Option<()> {
         if version >= 1 {
             reader.i32()?; // throttle time
         }
@@ -191,12 +202,12 @@ fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
             reader.i32()?; // session
         }
         for _ in 0..reader.array_len(compact)? {
-            let topic_len = if version >= 13 {
-                reader.take(16)?.len() // topic id
+            let topic = if version >= 13 {
+                // A topic id says nothing of the destination.
+                reader.take(16).map(|_| &b""[..])?
             } else {
-                reader.bytes(compact, false)?.len()
+                reader.bytes(compact, false)?
             };
-            let topic_at = at(reader) - topic_len;
             for _ in 0..reader.array_len(compact)? {
                 reader.take(4 + 2 + 8)?; // partition, error, high watermark
                 if version >= 4 {
@@ -216,10 +227,10 @@ fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
                 if version >= 11 {
                     reader.i32()?; // preferred read replica
                 }
-                let records = reader.bytes(compact, true)?.len();
+                let batches = reader.bytes(compact, true)?;
                 // A record batch's header alone is 61 bytes.
-                if records >= 61 {
-                    return Some(Some((topic_at, topic_len, at(reader) - records, records)));
+                if batches.len() >= 61 {
+                    found.push(Records { topic, batches });
                 }
                 if compact {
                     reader.tagged_fields()?;
@@ -229,15 +240,11 @@ fn fetch_records(body: &[u8], version: i16) -> Result<Option<Records<'_>>, ()> {
                 reader.tagged_fields()?;
             }
         }
-        Some(None)
+        Some(())
     };
-    match read(&mut reader) {
-        None => Err(()),
-        Some(None) => Ok(None),
-        Some(Some((topic_at, topic_len, records_at, len))) => Ok(Some(Records {
-            topic: &body[topic_at..topic_at + topic_len],
-            batches: &body[records_at..records_at + len],
-        })),
+    match read() {
+        None if found.is_empty() => Err(()),
+        _ => Ok(found),
     }
 }
 
@@ -292,32 +299,125 @@ fn records_of(mut batches: &[u8]) -> Vec<&[u8]> {
     records
 }
 
-/// The request id in a record's headers (`record` from its attributes on, as
-/// [`records_of`] gives it).
-fn record_id(record: &[u8]) -> Option<String> {
+/// What a record's headers say: the request id, and its place in a request/reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RecordHeaders {
+    /// The request id.
+    id: Option<String>,
+    /// [`Meaning::OneWay`], or a request or reply by its correlation id.
+    meaning: Meaning,
+}
+
+/// The header naming a request's or reply's correlation id, and the one naming the
+/// topic to reply to: Spring Kafka's `ReplyingKafkaTemplate`, the convention of
+/// request/reply over Kafka topics.
+const CORRELATION_HEADER: &[u8] = b"kafka_correlationId";
+const REPLY_TOPIC_HEADER: &[u8] = b"kafka_replyTopic";
+
+/// A record's headers (`record` from its attributes on, as [`records_of`] gives it).
+/// A record naming a topic to reply to and a correlation id is a request keyed by the
+/// correlation id; one with a correlation id alone is the reply to it; any other is
+/// one-way.
+fn record_headers(record: &[u8]) -> RecordHeaders {
     let mut reader = Reader(record);
-    reader.take(1)?; // attributes
-    reader.varint()?; // timestamp delta
-    reader.varint()?; // offset delta
-    for _ in 0..2 {
-        let len = reader.varint()?; // key, then value
-        if len > 0 {
-            reader.take(usize::try_from(len).ok()?)?;
+    let mut best = propagation::Best::default();
+    let (mut correlation, mut reply_topic) = (None, false);
+    let mut read = || -> Option<()> {
+        reader.take(1)?; // attributes
+        reader.varint()?; // timestamp delta
+        reader.varint()?; // offset delta
+        for _ in 0..2 {
+            let len = reader.varint()?; // key, then value
+            if len > 0 {
+                reader.take(usize::try_from(len).ok()?)?;
+            }
+        }
+        for _ in 0..reader.varint()?.clamp(0, 64) {
+            let name_len = usize::try_from(reader.varint()?).ok()?;
+            let name = reader.take(name_len)?;
+            let value_len = reader.varint()?;
+            let value = if value_len > 0 {
+                reader.take(usize::try_from(value_len).ok()?)?
+            } else {
+                &[]
+            };
+            match name {
+                CORRELATION_HEADER if !value.is_empty() => correlation = Some(value),
+                REPLY_TOPIC_HEADER if !value.is_empty() => reply_topic = true,
+                _ => best.field(name, value),
+            }
+        }
+        Some(())
+    };
+    read();
+    let meaning = match (correlation.map(super::correlation_key), reply_topic) {
+        (Some(key), true) => Meaning::Request(Some(key)),
+        (Some(key), false) => Meaning::Reply(Some(key)),
+        (None, _) => Meaning::OneWay,
+    };
+    RecordHeaders {
+        id: best.id(),
+        meaning,
+    }
+}
+
+/// Whether `records` hold records and every one is a request or reply by correlation
+/// id: then the produce or fetch that carries them is housekeeping, and they are its
+/// messages.
+fn only_correlated(records: &[(&[u8], &[u8])]) -> bool {
+    let mut any = false;
+    for &(_, batches) in records {
+        for record in records_of(batches) {
+            if record_headers(record).meaning == Meaning::OneWay {
+                return false;
+            }
+            any = true;
         }
     }
-    let mut best = propagation::Best::default();
-    for _ in 0..reader.varint()?.clamp(0, 64) {
-        let name_len = usize::try_from(reader.varint()?).ok()?;
-        let name = reader.take(name_len)?;
-        let value_len = reader.varint()?;
-        let value = if value_len > 0 {
-            reader.take(usize::try_from(value_len).ok()?)?
-        } else {
-            &[]
-        };
-        best.field(name, value);
+    any
+}
+
+/// The label of a produce (`verb` publish) or fetch (deliver) carrying `records`, as
+/// (topic, record batches): one message per record. The first one-way record is the
+/// produce or fetch itself, each further record a message of its own: one-way, or a
+/// request or reply by correlation id ([`record_headers`]).
+fn records_label<'b>(verb: &str, records: &[(&[u8], &[u8])]) -> Label<'b> {
+    let name = |topic: &[u8]| format!("{verb} {}", destination(topic));
+    let mut label = Label {
+        operation: records.first().map(|(topic, _)| Cow::Owned(name(topic))),
+        status: Status::Unknown,
+        ..Label::default()
+    };
+    let mut first_topic: Option<&[u8]> = None;
+    let mut own = false;
+    for &(topic, batches) in records {
+        for record in records_of(batches) {
+            let headers = record_headers(record);
+            let content = Content::of(topic, record);
+            if !own && headers.meaning == Meaning::OneWay {
+                own = true;
+                label.operation = Some(Cow::Owned(name(topic)));
+                label.propagated = headers.id;
+                label.content = content;
+                first_topic = Some(topic);
+                continue;
+            }
+            label.further.push(Further {
+                content,
+                propagated: headers.id,
+                operation: Some(name(topic)),
+                meaning: headers.meaning,
+            });
+        }
     }
-    best.id()
+    // Named as the message itself is, where that is its operation.
+    let own_name = first_topic.map(name);
+    for further in &mut label.further {
+        if own_name.is_some() && further.operation == own_name {
+            further.operation = None;
+        }
+    }
+    label
 }
 
 /// The request header's length (after the size): API key, version, correlation id,
@@ -366,10 +466,11 @@ impl Protocol for Kafka {
                 if !(0..=MAX_API_KEY).contains(&api_key) || version < 0 {
                     return Step::Invalid;
                 }
+                let body = request_header_len(message, api_key, version).map(|at| &message[at..]);
+                let only_correlated = api_key == PRODUCE
+                    && body.is_some_and(|body| only_correlated(&produce_records(body, version)));
                 let meaning = if api_key == PRODUCE {
-                    let body = request_header_len(message, api_key, version)
-                        .and_then(|at| produce_acks(&message[at..], version));
-                    match body {
+                    match body.and_then(|body| produce_acks(body, version)) {
                         Some(0) => Meaning::OneWay,
                         Some(_) => Meaning::Request(Some(correlation as u32)),
                         None if message.len() < size => return Step::NeedMore,
@@ -386,8 +487,14 @@ impl Protocol for Kafka {
                         correlation,
                         api_key,
                         version,
+                        only_correlated,
                     });
                 }
+                let meaning = match only_correlated {
+                    // Its records are the messages, each a request or a reply.
+                    true => Meaning::Housekeeping,
+                    false => meaning,
+                };
                 Step::Message { len, meaning }
             }
             Side::Server => {
@@ -408,12 +515,22 @@ impl Protocol for Kafka {
                 };
                 let asked = self.asked[index];
                 let meaning = match asked.api_key {
+                    PRODUCE if asked.only_correlated => Meaning::Housekeeping,
                     PRODUCE => Meaning::Reply(Some(correlation as u32)),
                     FETCH => {
                         let body = message.get(response_header_len(asked)..).unwrap_or(&[]);
                         match fetch_records(body, asked.version) {
-                            Ok(Some(_)) => Meaning::OneWay,
-                            Ok(None) => Meaning::Housekeeping,
+                            Ok(records) if records.is_empty() => Meaning::Housekeeping,
+                            Ok(records) => {
+                                let records: Vec<(&[u8], &[u8])> =
+                                    (records.iter()).map(|r| (r.topic, r.batches)).collect();
+                                match only_correlated(&records) {
+                                    // Its records are the messages, each a request or
+                                    // a reply.
+                                    true => Meaning::Housekeeping,
+                                    false => Meaning::OneWay,
+                                }
+                            }
                             Err(()) if message.len() >= size => Meaning::Housekeeping,
                             Err(()) if size > MAX_HELD => Meaning::OneWay,
                             Err(()) => return Step::NeedMore,
@@ -445,34 +562,21 @@ impl Protocol for Kafka {
 
     fn label<'b>(&mut self, from: Side, meaning: Meaning, head: &'b [u8]) -> Label<'b> {
         let message = head.get(4..).unwrap_or(&[]);
-        // One message per record: the first is the produce or the fetch response
-        // itself, each further one a message of its own.
-        let named = |verb: &str, topic: &[u8], batches: &[u8]| {
-            let records = records_of(batches);
-            let each = |record: &&[u8]| Further {
-                content: Content::of(topic, record),
-                propagated: record_id(record),
-            };
-            let first = records.first().map(each);
-            Label {
-                operation: Some(Cow::Owned(format!("{verb} {}", destination(topic)))),
-                status: Status::Unknown,
-                propagated: first.as_ref().and_then(|first| first.propagated.clone()),
-                content: first.map_or(Content::NONE, |first| first.content),
-                further: records.iter().skip(1).map(each).collect(),
-            }
-        };
+        let produce = message.get(..4).and_then(|head| {
+            let api_key = i16::from_be_bytes([head[0], head[1]]);
+            (api_key == PRODUCE).then(|| i16::from_be_bytes([head[2], head[3]]))
+        });
         match (from, meaning) {
-            (Side::Client, Meaning::Request(_) | Meaning::OneWay) => {
-                let Some(version) = message.get(2..4).map(|v| i16::from_be_bytes([v[0], v[1]]))
-                else {
+            (Side::Client, Meaning::Request(_) | Meaning::OneWay | Meaning::Housekeeping) => {
+                let Some(version) = produce else {
                     return Label::default();
                 };
-                let topic = request_header_len(message, PRODUCE, version)
-                    .and_then(|at| produce_topic(&message[at..], version));
-                match topic {
-                    Some((topic, records)) => named("publish", topic, records),
-                    None => named("publish", b"", &[]),
+                let records = request_header_len(message, PRODUCE, version)
+                    .map(|at| produce_records(&message[at..], version))
+                    .unwrap_or_default();
+                match records.is_empty() {
+                    true => records_label("publish", &[(b"", b"")]),
+                    false => records_label("publish", &records),
                 }
             }
             (Side::Server, Meaning::Reply(_)) => {
@@ -490,18 +594,19 @@ impl Protocol for Kafka {
                     ..Label::default()
                 }
             }
-            (Side::Server, Meaning::OneWay) => {
-                let Some(asked) = self.answering.take() else {
+            (Side::Server, Meaning::OneWay | Meaning::Housekeeping) => {
+                let Some(asked) = self.answering.take().filter(|a| a.api_key == FETCH) else {
                     return Label::default();
                 };
                 let body = message.get(response_header_len(asked)..).unwrap_or(&[]);
-                match fetch_records(body, asked.version) {
-                    // From version 13 a topic is named by its id, which says nothing.
-                    Ok(Some(records)) if asked.version < 13 => {
-                        named("deliver", records.topic, records.batches)
-                    }
-                    Ok(Some(records)) => named("deliver", b"", records.batches),
-                    _ => named("deliver", b"", &[]),
+                let records: Vec<(&[u8], &[u8])> = match fetch_records(body, asked.version) {
+                    Ok(records) => (records.iter()).map(|r| (r.topic, r.batches)).collect(),
+                    Err(()) => Vec::new(),
+                };
+                match (records.is_empty(), meaning) {
+                    (true, Meaning::OneWay) => records_label("deliver", &[(b"", b"")]),
+                    (true, _) => Label::default(),
+                    (false, _) => records_label("deliver", &records),
                 }
             }
             _ => {
@@ -545,7 +650,7 @@ pub const SPEC: super::Spec = super::Spec {
 #[cfg(test)]
 mod tests {
     use super::super::delimited::conversation;
-    use super::super::Output;
+    use super::super::{CallKey, Output};
     use super::*;
     use crate::trace::Kind;
 
@@ -568,6 +673,17 @@ mod tests {
 
     /// A record batch of one record per (value, request id).
     fn batch_of(records: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let with_headers: Vec<Record> = (records.iter())
+            .map(|&(value, id)| (value, vec![(&b"X-Request-Id"[..], id)]))
+            .collect();
+        batch_with_headers(&with_headers)
+    }
+
+    /// A record: its value and its headers, as (name, value).
+    type Record<'a> = (&'a [u8], Vec<(&'a [u8], &'a [u8])>);
+
+    /// A record batch of one record per (value, headers).
+    fn batch_with_headers(records: &[Record<'_>]) -> Vec<u8> {
         let mut batch = 0i64.to_be_bytes().to_vec();
         batch.extend_from_slice(&0i32.to_be_bytes()); // length, below
         batch.extend_from_slice(&0i32.to_be_bytes());
@@ -576,18 +692,20 @@ mod tests {
         batch.extend_from_slice(&[0; 2]); // attributes
         batch.extend_from_slice(&[0; 4 + 8 + 8 + 8 + 2 + 4]);
         batch.extend_from_slice(&(records.len() as i32).to_be_bytes());
-        for (offset, (value, id)) in records.iter().enumerate() {
+        for (offset, (value, headers)) in records.iter().enumerate() {
             let mut record = vec![0];
             zigzag(0, &mut record); // timestamp delta
             zigzag(offset as i64, &mut record); // offset delta
             zigzag(-1, &mut record); // no key
             zigzag(value.len() as i64, &mut record);
             record.extend_from_slice(value);
-            zigzag(1, &mut record);
-            zigzag(12, &mut record);
-            record.extend_from_slice(b"X-Request-Id");
-            zigzag(id.len() as i64, &mut record);
-            record.extend_from_slice(id);
+            zigzag(headers.len() as i64, &mut record);
+            for (name, value) in headers {
+                zigzag(name.len() as i64, &mut record);
+                record.extend_from_slice(name);
+                zigzag(value.len() as i64, &mut record);
+                record.extend_from_slice(value);
+            }
             zigzag(record.len() as i64, &mut batch);
             batch.extend_from_slice(&record);
         }
@@ -654,12 +772,21 @@ mod tests {
 
     /// A fetch response (v4) for `topic` bringing `records` (maybe none).
     fn fetch_response(correlation: i32, topic: &[u8], records: &[u8]) -> Vec<u8> {
+        fetch_response_of(correlation, &[(topic, records)])
+    }
+
+    /// A fetch response (v4) bringing, per (topic, records), one partition's records.
+    fn fetch_response_of(correlation: i32, topics: &[(&[u8], &[u8])]) -> Vec<u8> {
         let mut body = 0i32.to_be_bytes().to_vec(); // throttle
-        body.extend_from_slice(&one_partition_of(topic));
-        body.extend_from_slice(&[0; 4 + 2 + 8 + 8]); // partition, error, watermark, lso
-        body.extend_from_slice(&(-1i32).to_be_bytes()); // no aborted transactions
-        body.extend_from_slice(&(records.len() as i32).to_be_bytes());
-        body.extend_from_slice(records);
+        body.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+        for (topic, records) in topics {
+            body.extend_from_slice(&string(topic));
+            body.extend_from_slice(&1i32.to_be_bytes());
+            body.extend_from_slice(&[0; 4 + 2 + 8 + 8]); // partition, error, watermark, lso
+            body.extend_from_slice(&(-1i32).to_be_bytes()); // no aborted transactions
+            body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+            body.extend_from_slice(records);
+        }
         response(correlation, &body)
     }
 
@@ -769,6 +896,73 @@ mod tests {
                 ["Server Free deliver orders Unknown id=r-1"],
                 "cut at {cut}"
             );
+        }
+    }
+
+    /// A record of a request/reply over topics (Spring Kafka's headers): a request
+    /// names the topic to reply to.
+    fn correlated(value: &'static [u8], id: &'static [u8], request: bool) -> Vec<u8> {
+        let mut headers: Vec<(&[u8], &[u8])> = vec![(b"X-Request-Id", id)];
+        if request {
+            headers.push((REPLY_TOPIC_HEADER, b"reply-web"));
+        }
+        headers.push((CORRELATION_HEADER, id));
+        batch_with_headers(&[(value, headers)])
+    }
+
+    #[test]
+    fn a_request_over_topics_is_a_call_answered_by_the_record_that_brings_its_id_back() {
+        let request = correlated(b"{\"item\":7}", b"r-5", true);
+        let reply = correlated(b"{\"price\":1}", b"r-5", false);
+        // web: the request produced on one connection, its reply fetched on another.
+        // A produce of request records only is no publish of its own, nor its answer.
+        let asks = run(&[
+            (Side::Client, produce(2, 1, b"quote", &request)),
+            (Side::Server, produce_response(2, b"quote", 0)),
+        ]);
+        assert_eq!(
+            described(&asks),
+            ["Client Call publish quote Unknown id=r-5"]
+        );
+        let answers = run(&[
+            (Side::Client, fetch(3)),
+            (Side::Server, fetch_response(3, b"reply-web", &reply)),
+        ]);
+        assert_eq!(described(&answers), ["Server Return  Unknown"]);
+        // Both halves keyed by the correlation id alone, whatever their connection.
+        let key = CallKey::Correlation(super::super::correlation_key(b"r-5"));
+        assert_eq!(asks.messages[0].key, key);
+        assert_eq!(answers.messages[0].key, key);
+        assert!(key.spans_connections());
+        // The worker: one fetch brings an order and the request; the reply goes out on
+        // its producer's connection.
+        let order = batch(b"{\"order\":1}", b"r-4");
+        let serves = run(&[
+            (Side::Client, fetch(8)),
+            (
+                Side::Server,
+                fetch_response_of(8, &[(b"orders", &order), (b"quote", &request)]),
+            ),
+        ]);
+        assert_eq!(
+            described(&serves),
+            [
+                "Server Free deliver orders Unknown id=r-4",
+                "Server Call deliver quote Unknown id=r-5"
+            ]
+        );
+        assert_eq!(serves.messages[1].key, key);
+        let replies = run(&[
+            (Side::Client, produce(4, 1, b"reply-web", &reply)),
+            (Side::Server, produce_response(4, b"reply-web", 0)),
+        ]);
+        assert_eq!(described(&replies), ["Client Return  Unknown"]);
+        assert_eq!(replies.messages[0].key, key);
+        // The reply carries its payload, as the record fetched at web does.
+        assert_ne!(replies.messages[0].content, Content::NONE);
+        assert_eq!(replies.messages[0].content, answers.messages[0].content);
+        for out in [&asks, &answers, &serves, &replies] {
+            assert!(out.problems.is_empty(), "{:?}", out.problems);
         }
     }
 

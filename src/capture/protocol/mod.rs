@@ -64,6 +64,19 @@ pub enum CallKey {
     Digest(u64),
     /// An HTTP/2 stream id: the connection plus the stream name the call.
     Stream(u32),
+    /// A digest of a correlation id a request and its reply both carry, where they may
+    /// travel on different connections between the same two hosts (Kafka request and
+    /// reply topics: a producer's connection asks, a consumer's brings the answer): the
+    /// hosts plus the correlation name the call, not the connection.
+    Correlation(u32),
+}
+
+impl CallKey {
+    /// Whether the call is named by its hosts, not by its connection
+    /// ([`CallKey::Correlation`]).
+    pub fn spans_connections(self) -> bool {
+        matches!(self, CallKey::Correlation(_))
+    }
 }
 
 impl fmt::Display for CallKey {
@@ -73,6 +86,7 @@ impl fmt::Display for CallKey {
             CallKey::Id(id) => write!(f, "x{id:x}"),
             CallKey::Digest(digest) => write!(f, "h{digest:016x}"),
             CallKey::Stream(id) => write!(f, "s{id}"),
+            CallKey::Correlation(key) => write!(f, "c{key:x}"),
         }
     }
 }
@@ -335,9 +349,10 @@ pub struct Label<'b> {
     pub propagated: Option<String>,
     /// What a broker's message carries (see [`Framed::content`]).
     pub content: Content,
-    /// Further messages the same bytes carry, each a one-way message of its own with the
-    /// same operation and times: a Kafka produce's or fetch's records after the first,
-    /// each published by its own request and consumed on its own.
+    /// Further messages the same bytes carry, each a message of its own with the same
+    /// times: a Kafka produce's or fetch's records after the first, each published by
+    /// its own request and consumed on its own. A housekeeping message carries only
+    /// further messages that are requests or replies.
     pub further: Vec<Further>,
 }
 
@@ -348,6 +363,19 @@ pub struct Further {
     pub content: Content,
     /// The request id it carries.
     pub propagated: Option<String>,
+    /// Its operation, where it is not the message's own (a produce's records to
+    /// another topic).
+    pub operation: Option<String>,
+    /// [`Meaning::OneWay`]; or a request or a reply keyed by a correlation id, on
+    /// whatever connection its other half travels ([`CallKey::Correlation`]).
+    pub meaning: Meaning,
+}
+
+/// A correlation id as a 32-bit key (FNV-1a): the same wherever the id is read.
+pub fn correlation_key(correlation_id: &[u8]) -> u32 {
+    correlation_id.iter().fold(0x811c_9dc5u32, |hash, &byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// Finds the end of the first line (the index after its `\n`), looking at no more than

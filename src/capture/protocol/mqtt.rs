@@ -178,10 +178,7 @@ fn propagated(bytes: &[u8]) -> Option<String> {
 
 /// Correlation Data as a transaction id, apart from packet ids' (top bit set).
 fn correlation_key(correlation: &[u8]) -> u32 {
-    let hash = correlation.iter().fold(0x811c_9dc5u32, |hash, &byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    });
-    hash | 0x8000_0000
+    super::correlation_key(correlation) | 0x8000_0000
 }
 
 /// Most requests kept waiting for their reply: past it, the oldest are forgotten.

@@ -13,6 +13,8 @@
 #   BROKERS="nats amqp kafka mqtt"   a subset runs only those brokers' paths (for trying)
 #   MQTT_NODELAY=1   TCP_NODELAY on every MQTT connection (mosquitto's set_tcp_nodelay and
 #                    the paho clients' sockets); off by default, as both ship (README.md)
+#   KAFKA_FETCH_WAIT_MS=20   fetch.max.wait.ms of worker-kafka's and web's Kafka
+#                    consumers (tansu holds each fetch that long; aiokafka's default is 500)
 # Needs root. Installs nothing but the venv: it says what to install if a server is
 # missing. Everything it starts is stopped, and the network removed, on exit, also on
 # Ctrl-C or failure.
@@ -207,10 +209,8 @@ wait_ready web $!
 
 paths=()
 for broker in "${brokers[@]}"; do paths+=("/order/$broker"); done
-# Request/reply (quotes) over the brokers that have one here: NATS, AMQP, MQTT.
-for broker in nats amqp mqtt; do
-    if runs "$broker"; then paths+=("/quote/$broker"); fi
-done
+# Request/reply (quotes) over every broker that runs.
+for broker in "${brokers[@]}"; do paths+=("/quote/$broker"); done
 load_start=$(date -u +%FT%T.%3NZ)
 echo "load: $clients clients for $seconds s, paths ${paths[*]}"
 # In the background and waited for, so that Ctrl-C ends the run at once: a foreground
@@ -250,6 +250,7 @@ chmod 644 "$out"/*.* "$out"/stderr/*
     echo "CLIENTS=$clients SECONDS=$seconds load $load_start .. $load_end"
     echo "brokers: ${brokers[*]}"
     echo "MQTT_NODELAY=${MQTT_NODELAY:-0}"
+    echo "KAFKA_FETCH_WAIT_MS=${KAFKA_FETCH_WAIT_MS:-20}"
     echo
     echo "servers:"
     echo "  nats-server $(nats-server --version | awk '{print $2}') (Debian nats-server $(dpkg-query -W -f '${Version}' nats-server 2>/dev/null))"

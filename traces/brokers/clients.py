@@ -14,7 +14,12 @@ message takes its place on the wire:
   channel's reader task handles their frames.
 - aiokafka: records are logged as they are handed to the producer, in that order; the
   broker's offset, when the produce response confirms them, is logged apart (truth.py
-  checks that both orders agree).
+  checks that both orders agree). Each producer here sends to one topic (web has one
+  for `orders`, one for `quote`), so no Produce request mixes topics, whose records
+  the request would group by topic. Fetched records are logged as the consumer's
+  iterator hands them over: a Fetch response's partitions in its order, and a
+  partition's records are handed over before a later response's (aiokafka fetches a
+  partition again only once its records are all handed over).
 - paho-mqtt: PUBLISH packets in the order of publish(); PUBACKs and received PUBLISH
   packets in the order the network thread reads them.
 - redis-py (asyncio): one connection, one command at a time under a lock, so the log's
@@ -170,6 +175,76 @@ class Kafka:
         if connection is None or connection._writer is None:
             return None, None
         return ends_of_transport(connection._writer.transport)
+
+    @staticmethod
+    def leader(client, topic):
+        """The node that leads the topic's partition (every topic here has one)."""
+        from aiokafka.structs import TopicPartition
+        partitions = client.cluster.partitions_for_topic(topic)
+        assert partitions, f"topic {topic} has no partitions"
+        return client.cluster.leader_for_partition(TopicPartition(topic, min(partitions)))
+
+
+# Spring Kafka's ReplyingKafkaTemplate convention (KafkaHeaders.REPLY_TOPIC and
+# KafkaHeaders.CORRELATION_ID): the request record names the topic to reply to and
+# carries a correlation id, which the reply record carries back.
+KAFKA_REPLY_TOPIC = "kafka_replyTopic"
+KAFKA_CORRELATION_ID = "kafka_correlationId"
+# How long the broker may hold a Fetch (fetch.max.wait.ms): tansu holds every fetch
+# for about that long (README.md), aiokafka's default is 500 ms.
+KAFKA_FETCH_WAIT_MS = int(os.environ.get("KAFKA_FETCH_WAIT_MS", "20"))
+
+
+class KafkaProducer:
+    """One aiokafka producer (acks=1, not idempotent), its connection to the topic's
+    leader opened before the first record. Records go out in the order of publish(), in
+    Produce requests of their own or batched, one topic per producer here, so their
+    order on the connection is the order of these calls (and of their offsets)."""
+
+    def __init__(self, log, address, client_id, topic):
+        self.log, self.address, self.client_id, self.topic = log, address, client_id, topic
+        self.sent = 0
+
+    async def start(self):
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.client import ConnectionGroup
+        self.group = ConnectionGroup.DEFAULT
+        self.producer = AIOKafkaProducer(bootstrap_servers=self.address,
+                                         client_id=self.client_id, acks=1,
+                                         enable_idempotence=False)
+        await self.producer.start()
+        await self.producer.partitions_for(self.topic)
+        # Open the connection to the partition's leader now, not in the first request.
+        self.node = Kafka.leader(self.producer.client, self.topic)
+        await self.producer.client.ready(self.node)
+
+    async def publish(self, rid, body, kind="publish", topic=None, reply_topic=None,
+                      correlation=None):
+        """A record (key and header X-Request-Id = the id; for request/reply the
+        headers kafka_replyTopic and kafka_correlationId too); returns the produce
+        response's metadata (partition, offset) once it came."""
+        topic = topic or self.topic
+        local, peer = Kafka.ends(self.producer.client, self.node, self.group)
+        self.sent += 1
+        headers = [(RID, rid.encode())]
+        if reply_topic is not None:
+            headers.append((KAFKA_REPLY_TOPIC, reply_topic.encode()))
+        if correlation is not None:
+            headers.append((KAFKA_CORRELATION_ID, correlation))
+        self.log.write(kind, "sent", proto="kafka", rid=rid, local=local, peer=peer,
+                       wire="record", seq=self.sent, topic=topic, reply_topic=reply_topic,
+                       correlation_id=correlation.decode() if correlation else None,
+                       body_rid=body_rid(body))
+        future = await self.producer.send(topic, value=body, key=rid.encode(),
+                                          headers=headers)
+        metadata = await future
+        self.log.write("confirm", "received", proto="kafka", rid=rid, local=local,
+                       peer=peer, wire="ProduceResponse", seq=False, topic=metadata.topic,
+                       partition=metadata.partition, offset=metadata.offset)
+        return metadata
+
+    async def close(self):
+        await self.producer.stop()
 
 
 class Mqtt:

@@ -2,7 +2,7 @@
 keeps one HTTP/1.1 connection to web open and sends one request after another, with a
 short think time (5-50 ms), for SECONDS. Each request carries its own request id,
 `X-Request-Id: <32 hex digits>`. The paths are spread evenly: each client goes through
-them all (seven by default) in a new random order every round. Seeded per client, so that every
+them all (eight by default) in a new random order every round. Seeded per client, so that every
 run asks the same things in the same order (the request ids too).
 
 Each request is logged (calllog.py) as the client's socket sees its connection, with
@@ -21,7 +21,7 @@ from calllog import Log, ends_of_socket
 
 WEB, SECONDS, CLIENTS, LOG = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 PATHS = sys.argv[5:] or ["/order/nats", "/order/amqp", "/order/kafka", "/order/mqtt",
-                         "/quote/nats", "/quote/amqp", "/quote/mqtt"]
+                         "/quote/nats", "/quote/amqp", "/quote/kafka", "/quote/mqtt"]
 log = Log(LOG, "client")
 
 

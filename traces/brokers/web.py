@@ -17,6 +17,13 @@ GET  /quote/amqp   RabbitMQ RPC: basic.publish to the default exchange, routing 
                    reply-to, consumed no-ack on the same channel) and correlation_id =
                    the request id (headers X-Request-Id too); answers with worker-amqp's
                    reply, delivered to that consumer
+GET  /quote/kafka  request/reply over Kafka topics, Spring Kafka's ReplyingKafkaTemplate
+                   convention: a record on topic `quote` (its own producer, acks=1,
+                   key = the id) with headers X-Request-Id, kafka_replyTopic
+                   `reply-web` and kafka_correlationId = the id (32 hex chars, ASCII);
+                   answers with worker-kafka's reply, a record on `reply-web` carrying
+                   the same kafka_correlationId, read by web's own consumer (no group,
+                   the partition assigned by hand, fetch wait KAFKA_FETCH_WAIT_MS)
 GET  /quote/mqtt   MQTT 5 request/response: PUBLISH `quote` at QoS 1 with Response Topic
                    `reply/web` (subscribed at QoS 1) and Correlation Data = the request
                    id (user property X-Request-Id too); answers with worker-mqtt's reply,
@@ -36,46 +43,66 @@ import time
 from aiohttp import web
 
 from calllog import Log, ends_of_transport
-from clients import RID, Amqp, Kafka, Mqtt, Nats, body_rid
+from clients import (KAFKA_CORRELATION_ID, KAFKA_FETCH_WAIT_MS, RID, Amqp, Kafka,
+                     KafkaProducer, Mqtt, Nats, body_rid)
 
 HOST, LISTEN, NATS, AMQP, KAFKA, MQTT, LOG, READY = sys.argv[1:9]
 log = Log(LOG, HOST)
 DIRECT_REPLY_TO = "amq.rabbitmq.reply-to"
 REPLY_TOPIC = f"reply/{HOST}"
+# Where worker-kafka replies to web's Kafka quotes (worker.py creates it).
+KAFKA_REPLY_TOPIC_NAME = f"reply-{HOST}"
 
 
-class KafkaProducer:
+class KafkaReplies:
+    """web's consumer of its Kafka reply topic: one aiokafka consumer, no group (nothing
+    committed), the topic's one partition assigned by hand and read from its end as it
+    was before any request; short fetch waits (KAFKA_FETCH_WAIT_MS). Each reply is
+    logged as the consumer hands it over and completes the request waiting for its
+    kafka_correlationId."""
+
+    def __init__(self, waiting):
+        self.waiting = waiting
+
     async def start(self):
-        from aiokafka import AIOKafkaProducer
-        from aiokafka.client import ConnectionGroup
-        self.group = ConnectionGroup.DEFAULT
-        self.producer = AIOKafkaProducer(bootstrap_servers=KAFKA, client_id="web", acks=1,
-                                         enable_idempotence=False)
-        await self.producer.start()
-        partitions = await self.producer.partitions_for("orders")
-        assert partitions, "topic orders has no partitions"
-        # Open the connection to the partition's leader now, not in the first request.
+        from aiokafka import AIOKafkaConsumer
         from aiokafka.structs import TopicPartition
-        self.node = self.producer.client.cluster.leader_for_partition(
-            TopicPartition("orders", min(partitions)))
-        await self.producer.client.ready(self.node)
-        self.sent = 0
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=KAFKA, client_id=f"{HOST}-replies", group_id=None,
+            enable_auto_commit=False, auto_offset_reset="latest",
+            fetch_max_wait_ms=KAFKA_FETCH_WAIT_MS)
+        await self.consumer.start()
+        client = self.consumer._client
+        partitions = await client._wait_on_metadata(KAFKA_REPLY_TOPIC_NAME)
+        self.partitions = [TopicPartition(KAFKA_REPLY_TOPIC_NAME, partition)
+                           for partition in sorted(partitions)]
+        self.consumer.assign(self.partitions)
+        await self.consumer.seek_to_end(*self.partitions)
+        for partition in self.partitions:
+            await self.consumer.position(partition)
+        self.task = asyncio.create_task(self.consume())
 
-    async def publish(self, rid, body):
-        local, peer = Kafka.ends(self.producer.client, self.node, self.group)
-        self.sent += 1
-        log.write("publish", "sent", proto="kafka", rid=rid, local=local, peer=peer,
-                  wire="record", seq=self.sent, topic="orders", body_rid=body_rid(body))
-        future = await self.producer.send("orders", value=body, key=rid.encode(),
-                                          headers=[(RID, rid.encode())])
-        metadata = await future
-        log.write("confirm", "received", proto="kafka", rid=rid, local=local, peer=peer,
-                  wire="ProduceResponse", seq=False, topic=metadata.topic,
-                  partition=metadata.partition, offset=metadata.offset)
-        return {"partition": metadata.partition, "offset": metadata.offset}
+    async def consume(self):
+        from aiokafka.client import ConnectionGroup
+        client = self.consumer._client
+        async for record in self.consumer:
+            headers = dict(record.headers or ())
+            rid = headers.get(RID, b"").decode() or None
+            correlation = headers.get(KAFKA_CORRELATION_ID)
+            correlation = correlation.decode() if correlation is not None else None
+            node = Kafka.leader(client, record.topic)
+            local, peer = Kafka.ends(client, node, ConnectionGroup.DEFAULT)
+            log.write("reply", "received", proto="kafka", rid=rid, local=local, peer=peer,
+                      wire="record", topic=record.topic, partition=record.partition,
+                      offset=record.offset, correlation_id=correlation,
+                      body_rid=body_rid(record.value))
+            future = self.waiting.pop(correlation, None)
+            if future and not future.done():
+                future.set_result(record.value)
 
     async def close(self):
-        await self.producer.stop()
+        self.task.cancel()
+        await self.consumer.stop()
 
 
 async def main():
@@ -83,10 +110,14 @@ async def main():
     # A broker given as "-" is not run (capture.sh's BROKERS): its path answers 404.
     nats = Nats(log, NATS, "web") if NATS != "-" else None
     amqp = Amqp(log, AMQP, confirms=True) if AMQP != "-" else None
-    kafka = KafkaProducer() if KAFKA != "-" else None
+    kafka = KafkaProducer(log, KAFKA, HOST, "orders") if KAFKA != "-" else None
+    # The quotes' requests go out through a producer of their own, so that no Produce
+    # request holds records of both topics (clients.py).
+    kafka_quote = KafkaProducer(log, KAFKA, f"{HOST}-quote", "quote") if kafka else None
     mqtt = Mqtt(log, MQTT, "web", loop, reply_topic=REPLY_TOPIC) if MQTT != "-" else None
     # Quotes waiting for their reply, by broker and correlation id (the request id).
-    waiting = {"amqp": {}, "mqtt": {}}
+    waiting = {"amqp": {}, "kafka": {}, "mqtt": {}}
+    kafka_replies = KafkaReplies(waiting["kafka"]) if kafka else None
     if nats:
         await nats.start()
     if amqp:
@@ -114,6 +145,9 @@ async def main():
         await amqp.channel.basic_consume(DIRECT_REPLY_TO, on_amqp_reply, no_ack=True)
     if kafka:
         await kafka.start()
+        await kafka_quote.start()
+        # Reading its reply topic from the end before any request names it.
+        await kafka_replies.start()
     if mqtt:
         def on_mqtt_message(message, line):
             if message.topic != REPLY_TOPIC:
@@ -135,13 +169,17 @@ async def main():
         frame = await amqp.publish(rid, body, "orders", "order")
         return {"confirm": frame.delivery_tag}
 
+    async def publish_kafka(rid, body):
+        metadata = await kafka.publish(rid, body)
+        return {"partition": metadata.partition, "offset": metadata.offset}
+
     async def publish_mqtt(rid, body):
         reason = await mqtt.publish(rid, "orders", body)
         return {"puback": str(reason)}
 
     publishers = {name: publish for name, publish, client in (
         ("nats", publish_nats, nats), ("amqp", publish_amqp, amqp),
-        ("kafka", kafka and kafka.publish, kafka), ("mqtt", publish_mqtt, mqtt)) if client}
+        ("kafka", publish_kafka, kafka), ("mqtt", publish_mqtt, mqtt)) if client}
 
     def served(request):
         rid = request.headers.get(RID)
@@ -184,9 +222,18 @@ async def main():
                            correlation=rid.encode())
         return await asyncio.wait_for(future, 10)
 
+    async def quote_kafka(rid, body):
+        future = waiting["kafka"][rid] = loop.create_future()
+        # The produce response comes back first: the worker fetches the record only
+        # once the broker has it.
+        await kafka_quote.publish(rid, body, kind="request",
+                                  reply_topic=KAFKA_REPLY_TOPIC_NAME,
+                                  correlation=rid.encode())
+        return await asyncio.wait_for(future, 10)
+
     quoters = {name: ask for name, ask, client in (
         ("nats", quote_nats, nats), ("amqp", quote_amqp, amqp),
-        ("mqtt", quote_mqtt, mqtt)) if client}
+        ("kafka", quote_kafka, kafka), ("mqtt", quote_mqtt, mqtt)) if client}
 
     async def quote(request):
         rid, local, peer = served(request)
@@ -213,7 +260,7 @@ async def main():
     loop.add_signal_handler(signal.SIGINT, stop.set)
     await stop.wait()
     await runner.cleanup()
-    for client in (nats, amqp, kafka):
+    for client in (nats, amqp, kafka, kafka_quote, kafka_replies):
         if client:
             await client.close()
     if mqtt:

@@ -13,9 +13,13 @@ amqp   basic.consume (manual ack, prefetch 10) on queue `orders`, bound to the d
        queue `quote` (default exchange) on the same channel, manual ack: GET
        price:<item>, then basic.publish of the reply to the default exchange with the
        request's reply_to as routing key and its correlation_id, then basic.ack
-kafka  aiokafka consumer in group `workers` on topic `orders` (created here with one
-       partition if missing), no auto-commit; commits each message's offset after the
-       calls
+kafka  aiokafka consumer in group `workers` on topics `orders` and `quote` (created
+       here, with web's reply topic `reply-web`, one partition each, if missing), no
+       auto-commit, fetch wait KAFKA_FETCH_WAIT_MS; commits each message's next offset
+       after the calls. A `quote` record (Spring Kafka's ReplyingKafkaTemplate
+       convention): GET price:<item>, then a reply record to the topic its header
+       kafka_replyTopic names, with its header kafka_correlationId, through the
+       worker's producer (acks=1); once the Produce response came, the commit
 mqtt   paho-mqtt MQTT 5 subscription on `orders` at QoS 1, manual ack: the PUBACK goes
        after the calls. Also subscribes `quote` (one SUBSCRIBE for both): GET
        price:<item>, then a PUBLISH of the reply (QoS 1) to the request's Response Topic
@@ -32,10 +36,15 @@ import signal
 import sys
 
 from calllog import Log
-from clients import RID, Amqp, Kafka, Mqtt, Nats, Redis
+from clients import (KAFKA_CORRELATION_ID, KAFKA_FETCH_WAIT_MS, KAFKA_REPLY_TOPIC, RID,
+                     Amqp, Kafka, KafkaProducer, Mqtt, Nats, Redis)
 
 MODE, HOST, BROKER, CACHE, LOG, READY = sys.argv[1:7]
 log = Log(LOG, HOST)
+# Kafka: the topics worker-kafka consumes, and web's reply topic (web.py's
+# reply-<host>), made here in one CreateTopics before web starts.
+KAFKA_TOPICS = ("orders", "quote")
+KAFKA_REPLY_TOPICS = ("reply-web",)
 
 
 async def work(cache, rid, body):
@@ -129,17 +138,23 @@ async def run_kafka(cache, stop):
     admin = AIOKafkaAdminClient(bootstrap_servers=BROKER, client_id=f"{HOST}-admin")
     await admin.start()
     try:
-        await admin.create_topics([NewTopic("orders", num_partitions=1,
-                                            replication_factor=1)])
+        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)
+                                   for topic in KAFKA_TOPICS + KAFKA_REPLY_TOPICS])
     except TopicAlreadyExistsError:
         pass
     await admin.close()
 
-    consumer = AIOKafkaConsumer("orders", bootstrap_servers=BROKER, client_id=HOST,
+    # The replies' producer (a connection of its own to the reply topics' leader).
+    producer = KafkaProducer(log, BROKER, f"{HOST}-replies", KAFKA_REPLY_TOPICS[0])
+    await producer.start()
+    # One consumer for both topics, so that one loop handles every record in the order
+    # the consumer hands them over.
+    consumer = AIOKafkaConsumer(*KAFKA_TOPICS, bootstrap_servers=BROKER, client_id=HOST,
                                 group_id="workers", enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+                                auto_offset_reset="earliest",
+                                fetch_max_wait_ms=KAFKA_FETCH_WAIT_MS)
     await consumer.start()
-    while not consumer.assignment():
+    while len(consumer.assignment()) < len(KAFKA_TOPICS):
         await asyncio.sleep(0.1)
     for partition in consumer.assignment():
         await consumer.position(partition)
@@ -150,13 +165,24 @@ async def run_kafka(cache, stop):
         async for record in consumer:
             headers = dict(record.headers or ())
             rid = headers.get(RID, b"").decode() or None
+            reply_topic = headers.get(KAFKA_REPLY_TOPIC)
+            reply_topic = reply_topic.decode() if reply_topic is not None else None
+            correlation = headers.get(KAFKA_CORRELATION_ID)
             node = client.cluster.leader_for_partition(
                 _partition(record.topic, record.partition))
             local, peer = Kafka.ends(client, node, ConnectionGroup.DEFAULT)
             log.write("delivery", "received", proto="kafka", rid=rid, local=local, peer=peer,
                       wire="record", topic=record.topic, partition=record.partition,
-                      offset=record.offset, body_rid=json.loads(record.value).get("rid"))
-            await work(cache, rid, record.value)
+                      offset=record.offset, reply_topic=reply_topic,
+                      correlation_id=correlation.decode() if correlation is not None else None,
+                      body_rid=json.loads(record.value).get("rid"))
+            if record.topic == "quote":
+                reply = await price(cache, rid, record.value)
+                # Waits for the Produce response.
+                await producer.publish(rid, reply, kind="reply", topic=reply_topic,
+                                       correlation=correlation)
+            else:
+                await work(cache, rid, record.value)
             coordinator = consumer._coordinator.coordinator_id
             local, peer = Kafka.ends(client, coordinator, ConnectionGroup.COORDINATION)
             log.write("ack", "sent", proto="kafka", rid=rid, local=local, peer=peer,
@@ -169,6 +195,7 @@ async def run_kafka(cache, stop):
     await stop.wait()
     consumer_task.cancel()
     await consumer.stop()
+    await producer.close()
 
 
 def _partition(topic, partition):

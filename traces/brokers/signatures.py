@@ -8,8 +8,10 @@ blackbox reads from the root call. truth.py writes a quote's path as it happened
 `client->web(nats⇒worker-nats(cache)⇒nats⇒web)`; web waits for the reply, so blackbox
 nests the request/reply through nats as a call and writes `client->web(nats(worker-nats(cache)))`:
 the same path in the notation of calls. The quotes over RabbitMQ (reply_to and
-correlation_id) and MQTT 5 (Response Topic and Correlation Data) are written alike:
-`client->web(rabbit(worker-amqp(cache)))`, `client->web(mqtt(worker-mqtt(cache)))`.
+correlation_id), Kafka (record headers kafka_replyTopic and kafka_correlationId) and
+MQTT 5 (Response Topic and Correlation Data) are written alike:
+`client->web(rabbit(worker-amqp(cache)))`, `client->web(kafka(worker-kafka(cache)))`,
+`client->web(mqtt(worker-mqtt(cache)))`.
 Every other path is written alike by both.
 """
 import gzip

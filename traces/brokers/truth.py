@@ -27,11 +27,13 @@ DIR/truth.jsonl has one object per request id, in the order the client sent them
                  (offset committed), PUBACK (mid); none for NATS
   reply          quotes: the worker's reply (sent) and web's receipt of it (received);
                  MQTT also the broker's PUBACK of the worker's reply (confirm) and web's
-                 PUBACK of the reply it got (ack). AMQP and MQTT quotes carry the
-                 request id as correlation id (correlation_id) in the request, its
-                 delivery and the reply; the request names where to reply (reply_to:
-                 amq.rabbitmq.reply-to, which the broker delivers to the worker as
-                 amq.rabbitmq.reply-to.<token>; response_topic: reply/web)
+                 PUBACK of the reply it got (ack); Kafka the Produce response to the
+                 worker's reply record (confirm: partition, offset). AMQP, Kafka and
+                 MQTT quotes carry the request id as correlation id (correlation_id) in
+                 the request, its delivery and the reply; the request names where to
+                 reply (reply_to: amq.rabbitmq.reply-to, which the broker delivers to
+                 the worker as amq.rabbitmq.reply-to.<token>; Kafka's header
+                 kafka_replyTopic, reply_topic: reply-web; response_topic: reply/web)
   problems       every check below that failed for this request (empty when all agree)
 
 Checks: every request served by web on the connection the client used (the two views
@@ -41,9 +43,11 @@ worker's calls between the delivery and the ack; the ack naming the delivery (ta
 mid, offset); the confirm naming the publish; AMQP publish tags and Kafka record order
 as the broker numbered them (confirm tags, offsets); orders on each connection counted
 without gaps. Quotes: the reply sent by the worker to where the request said
-(NATS inbox, AMQP reply_to as delivered, MQTT Response Topic) with the request's
-correlation id, after its cache call and before its ack, and received by web on the
-connection it asked on; MQTT replies PUBACKed at both ends (mids).
+(NATS inbox, AMQP reply_to as delivered, Kafka kafka_replyTopic, MQTT Response Topic)
+with the request's correlation id, after its cache call and before its ack, and
+received by web on the connection it asked on (Kafka: on web's consumer's connection to
+the same broker, at the offset the worker's Produce response named); MQTT replies
+PUBACKed at both ends (mids); Kafka replies' Produce response before the commit.
 """
 import bisect
 import collections
@@ -59,7 +63,7 @@ BROKER_PORT = {"nats": 4222, "amqp": 5672, "kafka": 9092, "mqtt": 1883}
 DETAIL = ("subject", "reply_to", "exchange", "routing_key", "topic", "partition", "offset",
           "delivery_tag", "multiple", "mid", "sid", "redelivered", "command", "key",
           "method", "path", "status", "error", "done", "reason", "correlation_id",
-          "response_topic", "qos")
+          "response_topic", "reply_topic", "qos")
 
 
 def read(directory):
@@ -137,7 +141,7 @@ def truth(directory):
     orphans = collections.Counter()  # lines with no request id that should have one
     amqp_confirms = collections.defaultdict(list)  # web's (local, peer) -> confirm lines
     amqp_publishes = collections.defaultdict(list)
-    kafka_publishes = collections.defaultdict(list)
+    kafka_publishes = collections.defaultdict(list)  # (host, local, peer, topic) -> lines
     sequences = collections.defaultdict(list)  # (host, local, peer, dir, wire) -> seqs
 
     for line in lines:
@@ -172,7 +176,8 @@ def truth(directory):
             if line["proto"] == "amqp":
                 amqp_publishes[(line["local"], line["peer"])].append(line)
             if line["proto"] == "kafka":
-                kafka_publishes[(line["local"], line["peer"])].append(line)
+                kafka_publishes[(host, line["local"], line["peer"], line["topic"])
+                                ].append(line)
         elif kind == "flush":
             e["flush"] = view(line)
         elif kind == "confirm" and host != "web":
@@ -196,6 +201,9 @@ def truth(directory):
             e.setdefault("acks", []).append(view(line))
         elif kind == "reply":
             e.setdefault("reply", {})[line["dir"]] = view(line)
+            if line["proto"] == "kafka" and line["dir"] == "sent":
+                kafka_publishes[(host, line["local"], line["peer"], line["topic"])
+                                ].append(line)
             e.setdefault("reply_count", collections.Counter())[line["dir"]] += 1
         else:
             e["problems"].append(f"unexpected line {kind} at {host}")
@@ -215,10 +223,13 @@ def truth(directory):
                 unconfirmed = unconfirmed[:at] + unconfirmed[at + len(covered):]
             for covered_tag in covered:
                 entries[tags[covered_tag]]["confirm"] = view(frame)
-    # Kafka: the records' order as web handed them over, against the broker's offsets.
+    # Kafka: the records' order as web (and worker-kafka, its replies) handed them over,
+    # against the broker's offsets, per connection and topic.
     kafka_order_problems = 0
-    for connection, records in kafka_publishes.items():
-        offsets = [entries[line["rid"]].get("confirm", {}).get("offset")
+    for (host, *_), records in kafka_publishes.items():
+        offsets = [(entries[line["rid"]].get("confirm", {}) if line["kind"] != "reply"
+                    else entries[line["rid"]].get("reply", {}).get("confirm", {})
+                    ).get("offset")
                    for line in sorted(records, key=lambda line: line["seq"])]
         known = [offset for offset in offsets if offset is not None]
         kafka_order_problems += sum(1 for a, b in zip(known, known[1:]) if b <= a)
@@ -295,9 +306,11 @@ def check(e):
             problems.append(f"delivered from {d.get('peer')}, not {BROKER_HOST[broker]}")
         if d["time"] < publish["time"]:
             problems.append("delivered before it was published")
-    if broker == "kafka" and deliveries and confirm and \
-            deliveries[0].get("offset") != confirm.get("offset"):
-        problems.append(f"produced at offset {confirm.get('offset')}, delivered from "
+    if broker == "kafka" and deliveries and confirm and (
+            deliveries[0].get("offset"), deliveries[0].get("topic")) != (
+            confirm.get("offset"), confirm.get("topic")):
+        problems.append(f"produced at {confirm.get('topic')} offset {confirm.get('offset')}, "
+                        f"delivered from {deliveries[0].get('topic')} "
                         f"{deliveries[0].get('offset')}")
     expected = ["GET"] if e["kind"] == "quote" else ["SET", "INCR"]
     commands = [call["command"] for call in e["calls"]]
@@ -341,7 +354,15 @@ def check_reply(e, publish, deliveries, acks):
     sent, received = reply["sent"], reply["received"]
     if sent["host"] != f"worker-{broker}":
         problems.append(f"reply sent by {sent['host']}")
-    if (received["local"], received["peer"]) != (publish["local"], publish["peer"]):
+    if broker == "kafka":
+        # web reads its replies with a consumer of its own: another connection from web
+        # to the same broker.
+        if (received["local"].split(":")[0], received["peer"]) != (
+                publish["local"].split(":")[0], publish["peer"]) or \
+                received["local"] == publish["local"]:
+            problems.append("reply not received on web's consumer's connection to the "
+                            "broker the request went to")
+    elif (received["local"], received["peer"]) != (publish["local"], publish["peer"]):
         problems.append("reply received on another connection than the request went on")
     if not publish["time"] <= sent["time"] <= received["time"]:
         problems.append("reply out of order (request, reply sent, reply received)")
@@ -370,6 +391,23 @@ def check_reply(e, publish, deliveries, acks):
             problems.append("reply not published to the delivered reply_to")
         if received.get("routing_key") != delivered.get("reply_to"):
             problems.append(f"reply delivered with key {received.get('routing_key')}")
+    if broker == "kafka":
+        topic = publish.get("reply_topic")
+        if not topic or delivered.get("reply_topic") != topic:
+            problems.append(f"reply topic {topic}, delivered {delivered.get('reply_topic')}")
+        if sent.get("topic") != topic or received.get("topic") != topic:
+            problems.append("reply not on the reply topic")
+        confirm = reply.get("confirm", {})
+        if (confirm.get("topic"), confirm.get("partition"), confirm.get("offset")) != (
+                received.get("topic"), received.get("partition"), received.get("offset")):
+            problems.append(f"reply produced at {confirm.get('partition')}/"
+                            f"{confirm.get('offset')}, received from "
+                            f"{received.get('partition')}/{received.get('offset')}")
+        if confirm and not sent["time"] <= confirm["time"]:
+            problems.append("reply's Produce response before it was sent")
+        for ack in acks:
+            if confirm and ack["time"] < confirm["time"]:
+                problems.append("request committed before the reply's Produce response")
     if broker == "mqtt":
         topic = publish.get("response_topic")
         if not topic or delivered.get("response_topic") != topic:
@@ -447,7 +485,7 @@ def summary(lines, entries, orphans, kafka_order_problems, sequence_problems):
                 "to reply": [e["reply"]["received"]["time"] - e["publish"]["time"]
                              for e in es if e.get("reply", {}).get("received")],
             }
-            out.append(f"  {name:<8}" + "  ".join(
+            out.append(f"  {name:<9}" + "  ".join(
                 f"{label} {quantile(values, 0.5):.2f}/{quantile(values, 0.99):.2f}"
                 for label, values in spans.items() if values))
     calls = sum(len(e["calls"]) for e in requests)

@@ -11,10 +11,11 @@ Usage: verify.py DIR     (DIR as capture.sh left it: <host>.pcap[.gz], *.log.jso
    program at one end logged those messages in (calllog.py's seq). Both captures of a
    connection are checked, so the broker's capture is held to its clients' logs.
 3. The same for the correlation ids of request/reply (quotes): AMQP content headers'
-   correlation-id property, MQTT 5 PUBLISH Correlation Data (property 0x09), as
-   tshark dissects them, per connection direction, against the logged order; and
-   that every request on the wire names where to reply (AMQP reply-to, MQTT Response
-   Topic 0x08) as the log says.
+   correlation-id property, MQTT 5 PUBLISH Correlation Data (property 0x09), Kafka
+   record header kafka_correlationId, as tshark dissects them, per connection
+   direction, against the logged order; and that every request on the wire names
+   where to reply (AMQP reply-to, MQTT Response Topic 0x08, Kafka record header
+   kafka_replyTopic) as the log says.
 """
 import collections
 import glob
@@ -88,9 +89,12 @@ def message_counts(pcap, data):
             if key:
                 name = KAFKA.get(int(key), key)
                 counts[f"kafka {name}{' response' if response else ''}"] += 1
-        if headers:
+        # Every record here carries one X-Request-Id header (the quotes' records
+        # kafka_replyTopic and kafka_correlationId too).
+        records = headers.split(",").count("X-Request-Id") if headers else 0
+        if records:
             counts[f"kafka records with headers{' (fetched)' if response else ' (produced)'}"] \
-                += len(headers.split(","))
+                += records
     for msgtype, *_ in tshark(pcap, "mqtt", "mqtt.msgtype"):
         for t in msgtype.split(","):
             counts[f"mqtt {MQTT.get(int(t), t)}"] += 1
@@ -106,8 +110,24 @@ def message_counts(pcap, data):
 def correlations(pcap):
     """(src, dst) -> [(correlation id, reply-to or response topic or None)] in wire
     order: AMQP content headers' properties, MQTT PUBLISH properties 0x08 and 0x09
-    (the dissector gives both as prop_string, in the order of their ids)."""
+    (the dissector gives both as prop_string, in the order of their ids), Kafka record
+    headers kafka_replyTopic and kafka_correlationId (Spring Kafka's names; in Produce
+    requests and Fetch responses, each record's headers in their order)."""
     out = collections.defaultdict(list)
+    for src, sport, dst, dport, keys, values in tshark(
+            pcap, '!tcp.analysis.retransmission && kafka.header_key == "kafka_correlationId"',
+            "ip.src", "tcp.srcport", "ip.dst", "tcp.dstport", "kafka.header_key",
+            "kafka.header_value"):
+        way = (f"{src}:{sport}", f"{dst}:{dport}")
+        topic = None
+        for key, value in zip(keys.split(","), values.split(",")):
+            value = bytes.fromhex(value.replace(":", "")).decode()
+            if key == "X-Request-Id":  # a record's first header
+                topic = None
+            elif key == "kafka_replyTopic":
+                topic = value
+            elif key == "kafka_correlationId":
+                out[way].append((value, topic))
     for src, sport, dst, dport, amqp_ids, amqp_replies, ids, strings in tshark(
             pcap, "!tcp.analysis.retransmission && (amqp.method.properties.correlation_id"
             " || mqtt.property_id == 0x09)", "ip.src", "tcp.srcport", "ip.dst",
@@ -137,13 +157,15 @@ def correlations(pcap):
 
 
 def logged_correlations(lines):
-    """(local, peer, dir) -> [(correlation id, response topic)] by the logs' order."""
+    """(local, peer, dir) -> [(correlation id, response topic (MQTT) or reply topic
+    (Kafka), reply-to (AMQP))] by the logs' order."""
     out = collections.defaultdict(list)
     for line in lines:
         if "correlation_id" in line and "local" in line:
             out[(line["local"], line["peer"], line["dir"])].append(
                 (line.get("seq", 0), line["time"], line["correlation_id"],
-                 line.get("response_topic"), line.get("reply_to")))
+                 line.get("response_topic") or line.get("reply_topic"),
+                 line.get("reply_to")))
     return {key: sorted(value) for key, value in out.items()}
 
 
@@ -232,7 +254,8 @@ def check_correlations(pcap, logged_correlation):
             logged = logged_correlation.get((dst, src, "received"), [])
         checked += 1
         ids_ok = [c for c, _ in seen] == [item[2] for item in logged]
-        # MQTT: the Response Topic on the wire where the log has one.
+        # MQTT, Kafka: the Response Topic, kafka_replyTopic on the wire where the log
+        # has one.
         topics_ok = all(topic == item[3] for (_, topic), item in zip(seen, logged)
                         if topic is not None or item[3] is not None)
         # AMQP: a reply-to on the wire for each logged one, the same name (the broker
@@ -253,7 +276,7 @@ def check_correlations(pcap, logged_correlation):
                   f"{len(replies)} on the wire, {len(logged_replies)} logged"
                   f"{'' if replies_ok else ', differ'}")
         summary["requests naming a reply-to" if replies else
-                "requests naming a response topic" if any(t for _, t in seen) else
+                "requests naming a response or reply topic" if any(t for _, t in seen) else
                 "replies"] += len(seen)
     if checked:
         print(f"  {agreed} of {checked} connection directions carry the logged correlation "

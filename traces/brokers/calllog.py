@@ -19,7 +19,10 @@ Each line has
   seq    its order on that connection: the n-th message of that `wire` type that this
          program sent (or received) on that connection, from 1
 and what the protocol names it by: subject, reply_to, exchange, routing_key, topic,
-partition, offset, delivery_tag, mid, command, key, path, status.
+partition, offset, delivery_tag, mid, command, key, path, status; for request/reply the
+correlation id (correlation_id: AMQP correlation-id, MQTT 5 Correlation Data, Kafka
+header kafka_correlationId) and where to reply (reply_to, response_topic: MQTT 5
+Response Topic, reply_topic: Kafka header kafka_replyTopic).
 """
 import json
 import threading

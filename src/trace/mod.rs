@@ -425,7 +425,7 @@ impl Trace {
             return None;
         }
         id.split_once('#')
-            .filter(|(_, key)| !key.starts_with('c'))
+            .filter(|&(connection, key)| !names_hosts_only(connection, key))
             .map(|(connection, _)| connection)
     }
 
@@ -804,9 +804,45 @@ fn merge_ends(messages: &mut Vec<Message>) {
     messages.truncate(write);
 }
 
+/// Whether a capture's call id (`connection#key`) names a call by its two hosts and a
+/// correlation id (`tcp:10.0.0.1>10.0.0.2#c1f2e3d4c`: a Kafka request/reply, whose
+/// halves travel on different connections): bare addresses at both ends, and a key of
+/// `c` and eight hex digits.
+fn names_hosts_only(connection: &str, key: &str) -> bool {
+    let hex =
+        key.len() == 9 && key.starts_with('c') && key[1..].bytes().all(|b| b.is_ascii_hexdigit());
+    let bare = |end: &str| {
+        let end = end.trim_start_matches('[').trim_end_matches(']');
+        end.parse::<std::net::IpAddr>().is_ok()
+    };
+    let ends = connection.split_once(':').map_or("", |(_, ends)| ends);
+    hex && ends
+        .split_once('>')
+        .is_some_and(|(a, b)| bare(a) && bare(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_named_by_its_hosts_and_correlation_id_travelled_on_no_one_connection() {
+        let trace = crate::trace::text::trace_from_str(
+            "1.0 CALL web kafka tcp:10.0.0.1>10.0.0.2#c1f2e3d4c\n\
+             1.1 RET kafka web tcp:10.0.0.1>10.0.0.2#c1f2e3d4c\n\
+             2.0 CALL web db tcp:10.0.0.1:5000>10.0.0.3:5432#s77\n\
+             2.1 RET db web tcp:10.0.0.1:5000>10.0.0.3:5432#s77\n\
+             3.0 CALL b c tcp:w3>c#c12-0\n\
+             3.1 RET c b tcp:w3>c#c12-0\n",
+        );
+        let connections: Vec<Option<&str>> = (0..3)
+            .map(|call| trace.connection(trace.messages[call * 2].call_id()))
+            .collect();
+        assert_eq!(
+            connections,
+            [None, Some("tcp:10.0.0.1:5000>10.0.0.3:5432"), Some("tcp:w3>c")]
+        );
+    }
 
     fn observe(
         b: &mut TraceBuilder,

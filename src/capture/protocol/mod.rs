@@ -86,7 +86,7 @@ impl fmt::Display for CallKey {
             CallKey::Id(id) => write!(f, "x{id:x}"),
             CallKey::Digest(digest) => write!(f, "h{digest:016x}"),
             CallKey::Stream(id) => write!(f, "s{id}"),
-            CallKey::Correlation(key) => write!(f, "c{key:x}"),
+            CallKey::Correlation(key) => write!(f, "c{key:08x}"),
         }
     }
 }

@@ -28,62 +28,61 @@ pub struct PairHops {
     /// The deliveries that are one-way messages, ascending: their consumers' calls out
     /// after them are their work.
     pub one_way: Vec<u32>,
-    /// (delivery, publish) of the linked pairs whose answers the broker linked too, the
-    /// delivery's answer carried back as the publish's (a request/reply: NATS request,
-    /// AMQP `reply_to`, MQTT 5 Response Topic), ascending: the only hops the producer
-    /// waits for.
+    /// (delivery, publish) of the linked pairs whose answers carry the same message,
+    /// the delivery's first: the delivery's answer carried back through the broker as
+    /// the publish's (a request/reply: NATS request, AMQP `reply_to`, MQTT 5 Response
+    /// Topic, Kafka reply topic), ascending. The only hops the producer waits for.
     pub answered: Vec<(u32, u32)>,
 }
 
 /// The links of `followed` between the pairs they are the calls of: a publish and a
-/// delivery are each a call or a one-way message ([`is_one_way`]); a link between
-/// answers (a reply passed back to its requester) is the calls' own return, and says
-/// which of the links the producer waited for ([`PairHops::answered`]).
+/// delivery are each a call or a one-way message ([`is_one_way`]); links between
+/// answers (a reply passed back to its requester) are the calls' own returns and need
+/// none. A linked delivery was waited for ([`PairHops::answered`]) where its answer
+/// and its publish's carry the same message and the delivery's came first: told by the
+/// two answers themselves, not by which reply the broker's links paired them with
+/// (two replies of like body to one reply queue are one message to them).
 pub fn pair_hops(trace: &Trace, pairs: &[CallPair], followed: &Followed) -> PairHops {
     if followed.hops.is_empty() {
         return PairHops::default();
     }
-    // The pairs of broker messages, by the message that made them: a call by its call,
-    // a return by its return.
+    // The pairs of broker messages, by the message that made them.
     let mut by_message: HashMap<(NodeId, NodeId, CallId, Nanos), u32> = HashMap::new();
     for (index, pair) in pairs.iter().enumerate() {
         if trace.content(pair.call_id, Kind::Call).is_some() {
             let key = (pair.caller, pair.callee, pair.call_id, pair.caller_send);
             by_message.insert(key, index as u32);
         }
-        if trace.content(pair.call_id, Kind::Return).is_some() {
-            let key = (pair.callee, pair.caller, pair.call_id, pair.callee_return);
-            by_message.insert(key, index as u32);
-        }
     }
     let pair_of = |message: usize| {
         let message = &trace.messages[message];
+        if message.kind() == Kind::Return {
+            return None;
+        }
         let key = (
             message.sender(),
             message.receiver(),
             message.call_id(),
             message.at_sender(),
         );
-        let pair = by_message.get(&key).copied();
-        (pair, message.kind() == Kind::Return)
+        by_message.get(&key).copied()
     };
     let mut hops = PairHops::default();
     for hop in &followed.hops {
-        let (Some(delivery), returned) = pair_of(hop.delivery) else {
+        let (Some(delivery), Some(publish)) = (pair_of(hop.delivery), pair_of(hop.publish)) else {
             continue;
         };
-        let (Some(publish), _) = pair_of(hop.publish) else {
-            continue;
-        };
-        if returned {
-            // The answer out of the broker returns the producer's call (`delivery`);
-            // the answer into it, the consumer's (`publish`).
-            hops.answered.push((publish, delivery));
-            continue;
-        }
         hops.links.push((delivery, publish));
         if is_one_way(trace, &pairs[delivery as usize]) {
             hops.one_way.push(delivery);
+        }
+        let (consumer, producer) = (&pairs[delivery as usize], &pairs[publish as usize]);
+        let answer = |pair: &CallPair| trace.content(pair.call_id, Kind::Return);
+        if answer(consumer).is_some()
+            && answer(consumer) == answer(producer)
+            && consumer.callee_return <= producer.caller_return
+        {
+            hops.answered.push((delivery, publish));
         }
     }
     hops.links.sort_unstable();
@@ -97,8 +96,8 @@ pub fn pair_hops(trace: &Trace, pairs: &[CallPair], followed: &Followed) -> Pair
 
 /// Sets each linked delivery's parent to its publish, sure: the message itself links
 /// them. Returns the deliveries whose publish did not wait for them: the asynchronous
-/// hops, ascending. A producer waits for a delivery only where the broker carried the
-/// delivery's answer back as the publish's ([`PairHops::answered`]); a broker's own
+/// hops, ascending. A producer waits for a delivery only where the delivery's answer
+/// came back as the publish's ([`PairHops::answered`]); a broker's own
 /// answer (a PUBACK, a confirm, a Produce response) never waits for the consumer, even
 /// where it came after the consumer's ack: Nagle's algorithm held mosquitto's PUBACKs
 /// ~40 ms, after the worker had done.

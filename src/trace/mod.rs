@@ -413,7 +413,8 @@ impl Trace {
     /// where its id says: ids that captures give (`tcp:10.0.0.1:5000>10.0.0.2:80#s123`,
     /// `udp:...#...`) name their connection before the `#`. `None` for other ids, as
     /// text traces' usually are, and for a call named by its correlation id
-    /// (`tcp:10.0.0.1>10.0.0.2#c1f`), whose request and reply may have taken two.
+    /// (`tcp:10.0.0.1>10.0.0.2#c00f1e2d3c4b5a697`), whose request and reply may have
+    /// taken two.
     pub fn connection(&self, call: CallId) -> Option<&str> {
         if let Some(&named) = self.call_connections.get(call.0 as usize) {
             if named > 0 {
@@ -805,12 +806,12 @@ fn merge_ends(messages: &mut Vec<Message>) {
 }
 
 /// Whether a capture's call id (`connection#key`) names a call by its two hosts and a
-/// correlation id (`tcp:10.0.0.1>10.0.0.2#c1f2e3d4c`: a Kafka request/reply, whose
-/// halves travel on different connections): bare addresses at both ends, and a key of
-/// `c` and eight hex digits.
+/// correlation id (`tcp:10.0.0.1>10.0.0.2#c00f1e2d3c4b5a697`: a Kafka request/reply,
+/// whose halves travel on different connections): bare addresses at both ends, and a
+/// key of `c` and sixteen hex digits.
 fn names_hosts_only(connection: &str, key: &str) -> bool {
     let hex =
-        key.len() == 9 && key.starts_with('c') && key[1..].bytes().all(|b| b.is_ascii_hexdigit());
+        key.len() == 17 && key.starts_with('c') && key[1..].bytes().all(|b| b.is_ascii_hexdigit());
     let bare = |end: &str| {
         let end = end.trim_start_matches('[').trim_end_matches(']');
         end.parse::<std::net::IpAddr>().is_ok()
@@ -828,8 +829,8 @@ mod tests {
     #[test]
     fn a_call_named_by_its_hosts_and_correlation_id_travelled_on_no_one_connection() {
         let trace = crate::trace::text::trace_from_str(
-            "1.0 CALL web kafka tcp:10.0.0.1>10.0.0.2#c1f2e3d4c\n\
-             1.1 RET kafka web tcp:10.0.0.1>10.0.0.2#c1f2e3d4c\n\
+            "1.0 CALL web kafka tcp:10.0.0.1>10.0.0.2#c00f1e2d3c4b5a697\n\
+             1.1 RET kafka web tcp:10.0.0.1>10.0.0.2#c00f1e2d3c4b5a697\n\
              2.0 CALL web db tcp:10.0.0.1:5000>10.0.0.3:5432#s77\n\
              2.1 RET db web tcp:10.0.0.1:5000>10.0.0.3:5432#s77\n\
              3.0 CALL b c tcp:w3>c#c12-0\n\
@@ -840,7 +841,11 @@ mod tests {
             .collect();
         assert_eq!(
             connections,
-            [None, Some("tcp:10.0.0.1:5000>10.0.0.3:5432"), Some("tcp:w3>c")]
+            [
+                None,
+                Some("tcp:10.0.0.1:5000>10.0.0.3:5432"),
+                Some("tcp:w3>c")
+            ]
         );
     }
 

@@ -7,12 +7,14 @@
 //! tag, so a consumer that acknowledges after its work holds that work, as a call
 //! does; on a channel consuming with `no-ack`, a delivery is one-way. `basic.get` is a
 //! call answered by `get-ok` or `get-empty`. A request/reply by `reply_to` and
-//! `correlation_id` (RabbitMQ's RPC: direct reply-to or a callback queue) is a call: the
-//! publish naming where to reply is a request keyed by its correlation id, answered by
-//! the delivery that brings that id back on the same connection; at the worker, the
-//! delivery naming where to reply is a request answered by the publish carrying its
-//! correlation id, and the ack of such a delivery answers nothing. Everything else (connection, channel,
-//! queue and exchange methods, `qos`, `consume`, confirms, heartbeats) is housekeeping.
+//! `correlation_id` (RabbitMQ's RPC: direct reply-to or a callback queue) is a call:
+//! the publish naming where to reply, on a connection that consumes, is a request
+//! keyed by its correlation id, answered by the delivery that brings that id back on
+//! the same connection; at the worker, the delivery naming where to reply is a request
+//! answered by the publish carrying its correlation id, and the ack of such a delivery
+//! answers nothing (unless it comes first: the reply went out on another connection).
+//! Everything else (connection, channel, queue and exchange methods, `qos`, `consume`,
+//! confirms, heartbeats) is housekeeping.
 //! Request ids are read from the message's header table. Owns AMQP framing; linking a
 //! delivery to its publish is not its job.
 
@@ -98,15 +100,19 @@ fn frame_at(bytes: &[u8], at: usize) -> Result<Option<Frame>, ()> {
 #[derive(Debug, Default)]
 pub struct Amqp {
     no_ack_channels: Vec<u16>,
-    /// Requests this client published with a `reply_to`, by [`correlation_key`],
+    /// Requests this client published with a `reply_to`, by [`super::correlation_id_key`],
     /// waiting for the delivery that carries their correlation id back.
     asked: Vec<u32>,
-    /// Requests delivered to this client with a `reply_to`, by [`correlation_key`],
+    /// Requests delivered to this client with a `reply_to`, by [`super::correlation_id_key`],
     /// waiting for the publish that carries their correlation id back.
     served: Vec<u32>,
-    /// Deliveries that are a request or a reply by correlation id, as (channel, tag):
-    /// their acks answer nothing.
-    correlated_tags: Vec<(u16, u64)>,
+    /// Deliveries that are a request or a reply by correlation id, as (channel, tag,
+    /// correlation key): their acks answer nothing, but that of a request whose reply
+    /// went out on another connection.
+    correlated_tags: Vec<(u16, u64, u32)>,
+    /// Whether the client consumes from anything: a request's reply can only come back
+    /// on a connection that does.
+    consuming: bool,
     /// Deliveries not yet acknowledged, as (channel, delivery tag), oldest first: an
     /// ack with `multiple` answers every one of its channel up to its tag.
     unacknowledged: Vec<(u16, u64)>,
@@ -114,29 +120,12 @@ pub struct Amqp {
     also_acknowledged: Vec<u32>,
 }
 
-/// Most deliveries kept waiting for an ack: past it, the oldest (whose acks the
-/// capture lost) are forgotten.
-const MOST_UNACKNOWLEDGED: usize = 65_536;
-
-/// Pushes `item`, forgetting the oldest past [`MOST_UNACKNOWLEDGED`] (what the capture
-/// lost the end of).
-fn push_bounded<T>(list: &mut Vec<T>, item: T) {
-    if list.len() == MOST_UNACKNOWLEDGED {
-        list.remove(0);
-    }
-    list.push(item);
-}
-
-/// A correlation id as a transaction id, apart from delivery tags' (top bit set).
-fn correlation_key(correlation_id: &[u8]) -> u32 {
-    super::correlation_key(correlation_id) | 0x8000_0000
-}
-
 impl Amqp {
     /// A publish or delivery that is one end of a request/reply by `reply_to` and
     /// `correlation_id` (RabbitMQ's RPC, direct reply-to or a callback queue): a
-    /// publish or delivery naming where to reply is a request keyed by its correlation
-    /// id; the delivery (or publish) carrying the correlation id of a request this
+    /// delivery naming where to reply is a request keyed by its correlation id, and so
+    /// is such a publish where the connection consumes (its reply can come back on
+    /// it); the delivery (or publish) carrying the correlation id of a request this
     /// client asked (or was asked) is its reply. Else `meaning` as it stands.
     fn correlated(
         &self,
@@ -152,13 +141,16 @@ impl Amqp {
         let Some(correlation) = properties.correlation_id.filter(|c| !c.is_empty()) else {
             return meaning;
         };
-        let key = correlation_key(correlation);
+        let key = super::correlation_id_key(correlation);
         let replies_to = properties.reply_to.is_some_and(|to| !to.is_empty());
         match (from, id) {
-            (Side::Server, DELIVER) if self.asked.contains(&key) => Meaning::Reply(Some(key)),
-            (Side::Client, PUBLISH) if self.served.contains(&key) => Meaning::Reply(Some(key)),
-            (Side::Server, DELIVER) | (Side::Client, PUBLISH) if replies_to => {
-                Meaning::Request(Some(key))
+            (Side::Server, DELIVER) if replies_to => Meaning::Request(Some(key)),
+            (Side::Client, PUBLISH) if replies_to && self.consuming => Meaning::Request(Some(key)),
+            (Side::Server, DELIVER) if !replies_to && self.asked.contains(&key) => {
+                Meaning::Reply(Some(key))
+            }
+            (Side::Client, PUBLISH) if !replies_to && self.served.contains(&key) => {
+                Meaning::Reply(Some(key))
             }
             _ => meaning,
         }
@@ -309,9 +301,16 @@ impl Protocol for Amqp {
                             Some(oldest) => Meaning::Reply(Some(call_id(frame.channel, oldest))),
                             None => Meaning::Housekeeping,
                         }
-                    } else if self.correlated_tags.contains(&(frame.channel, tag)) {
-                        // A request or reply by correlation id, answered otherwise.
-                        Meaning::Housekeeping
+                    } else if let Some(&(_, _, key)) = (self.correlated_tags.iter())
+                        .find(|&&(channel, at, _)| channel == frame.channel && at == tag)
+                    {
+                        match self.served.contains(&key) {
+                            // A request delivered here whose reply went out on another
+                            // connection: answered by its ack, as any delivery.
+                            true => Meaning::Reply(Some(key)),
+                            // A request or reply by correlation id, answered otherwise.
+                            false => Meaning::Housekeeping,
+                        }
                     } else {
                         Meaning::Reply(Some(call_id(frame.channel, tag)))
                     }
@@ -334,6 +333,7 @@ impl Protocol for Amqp {
                 {
                     self.no_ack_channels.push(frame.channel);
                 }
+                self.consuming = true;
                 Meaning::Housekeeping
             }
             _ => Meaning::Housekeeping,
@@ -371,6 +371,7 @@ impl Protocol for Amqp {
         // an ack with `multiple` must not answer deliveries acked in the lost bytes.
         if from == Side::Client {
             self.unacknowledged.clear();
+            self.correlated_tags.clear();
         }
     }
 
@@ -398,13 +399,17 @@ impl Protocol for Amqp {
             let tag = fields.long_long().unwrap_or(0);
             let multiple = id != REJECT && fields.octet().is_some_and(|bits| bits & 1 == 1);
             let channel = frame.channel;
-            self.correlated_tags.retain(|&(open, at)| {
+            self.correlated_tags.retain(|&(open, at, _)| {
                 open != channel || !(at == tag || (multiple && (tag == 0 || at <= tag)))
             });
+            if let Meaning::Reply(Some(key)) = meaning {
+                // An ack that answered a request whose reply went out elsewhere.
+                self.served.retain(|&open| open != key);
+            }
         }
         match (from, id, meaning) {
             (Side::Client, PUBLISH, Meaning::Request(Some(key))) => {
-                push_bounded(&mut self.asked, key);
+                super::push_bounded(&mut self.asked, key);
             }
             (Side::Client, PUBLISH, Meaning::Reply(Some(key))) => {
                 self.served.retain(|&open| open != key);
@@ -412,7 +417,7 @@ impl Protocol for Amqp {
             (Side::Server, DELIVER, Meaning::Reply(Some(key))) => {
                 self.asked.retain(|&open| open != key);
                 if let Some(tag) = delivery_tag().filter(|_| acked) {
-                    push_bounded(&mut self.correlated_tags, (frame.channel, tag));
+                    super::push_bounded(&mut self.correlated_tags, (frame.channel, tag, key));
                 }
             }
             (Side::Server, DELIVER, Meaning::Request(Some(key)))
@@ -421,14 +426,14 @@ impl Protocol for Amqp {
                     tag.is_none_or(|tag| call_id(frame.channel, tag) != key)
                 } =>
             {
-                push_bounded(&mut self.served, key);
+                super::push_bounded(&mut self.served, key);
                 if let Some(tag) = delivery_tag().filter(|_| acked) {
-                    push_bounded(&mut self.correlated_tags, (frame.channel, tag));
+                    super::push_bounded(&mut self.correlated_tags, (frame.channel, tag, key));
                 }
             }
             (Side::Server, DELIVER, Meaning::Request(_)) => {
                 if let Some(tag) = delivery_tag() {
-                    push_bounded(&mut self.unacknowledged, (frame.channel, tag));
+                    super::push_bounded(&mut self.unacknowledged, (frame.channel, tag));
                 }
             }
 
@@ -963,6 +968,23 @@ mod tests {
             "the consume and the quote's ack"
         );
         assert!(worker.problems.is_empty(), "{:?}", worker.problems);
+        // A connection that consumes nothing cannot get a reply: its publish is a
+        // publish as any. A worker whose reply goes out on another connection: its ack
+        // answers the request it was delivered.
+        let request = |side| correlated(side, 1, b"quote", b"r-3", Some(b"replies"));
+        let publisher = run(&[(Side::Client, request(Side::Client))]);
+        assert_eq!(described(&publisher), ["Client Free publish quote"]);
+        let consumer = run(&[
+            (Side::Client, consume(1, false)),
+            (Side::Server, request(Side::Server)),
+            (Side::Client, ack(1, 1, false)),
+        ]);
+        assert_eq!(
+            described(&consumer),
+            ["Server Call deliver quote", "Client Return"]
+        );
+        assert_eq!(consumer.messages[0].key, consumer.messages[1].key);
+        assert!(consumer.problems.is_empty(), "{:?}", consumer.problems);
     }
 
     #[test]

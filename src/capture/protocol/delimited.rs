@@ -98,7 +98,7 @@ struct FurtherNamed {
     propagated: Propagated,
     /// Its own operation, where it has one.
     operation: Option<Operation>,
-    meaning: Meaning,
+    correlated: Option<super::Correlated>,
 }
 
 impl<P: Protocol> Delimited<P> {
@@ -144,7 +144,7 @@ impl<P: Protocol> Delimited<P> {
                 content: further.content,
                 propagated,
                 operation: further.operation.as_deref().map(|name| out.operation(name)),
-                meaning: further.meaning,
+                correlated: further.correlated,
             });
         }
         self.answered_with.clear();
@@ -351,10 +351,10 @@ impl<P: Protocol> Delimited<P> {
         out: &mut Output,
     ) {
         for (k, further) in self.further.drain(..).enumerate() {
-            let (kind, key) = match further.meaning {
-                Meaning::Request(Some(key)) => (Kind::Call, CallKey::Correlation(key)),
-                Meaning::Reply(Some(key)) => (Kind::Return, CallKey::Correlation(key)),
-                _ => (Kind::Free, CallKey::Seq(seq.wrapping_add(k as u32 + 1))),
+            let (kind, key) = match further.correlated {
+                Some(super::Correlated::Request(key)) => (Kind::Call, CallKey::Correlation(key)),
+                Some(super::Correlated::Reply(key)) => (Kind::Return, CallKey::Correlation(key)),
+                None => (Kind::Free, CallKey::Seq(seq.wrapping_add(k as u32 + 1))),
             };
             let mut framed = Framed::new(from, kind, key, first, last);
             if kind != Kind::Return {

@@ -3,18 +3,23 @@
 //! the broker answers once the records are written (with `acks=0`, one-way). A
 //! `Fetch` response that brings records is a delivery, one-way from the broker: a
 //! consumer's fetches are long polls, and the request says nothing of what will come.
-//! Each record is a message of its own, with its own digest and request id: a producer
-//! batches several requests' records in one produce, and a consumer serves a fetch's
-//! records one by one, so the produce (or fetch response) is its first record's and
-//! each further record a one-way message beside it ([`super::Further`]).
-//! Fetches that bring nothing, and every other API (metadata, API versions, the group
-//! protocol, offset commits), are housekeeping. Topics name the operations; a record
-//! header carries the request id. Owns Kafka framing; linking a delivery to its
-//! publish is not its job.
+//! Each record, of every topic and partition, is a message of its own, with its own
+//! digest and request id: a producer batches several requests' records in one
+//! produce, and a consumer serves a fetch's records one by one, so the produce (or
+//! fetch response) is its first one-way record's and each further record a message
+//! beside it ([`super::Further`]). A record with Spring Kafka's request/reply headers
+//! (`kafka_replyTopic` and `kafka_correlationId`) is a request keyed by the correlation
+//! id, one with `kafka_correlationId` alone its reply; the two travel on different
+//! connections (a producer's, a consumer's), so such a call is named by its hosts and
+//! the correlation id ([`super::CallKey::Correlation`]), and a produce or fetch of such
+//! records only is housekeeping that carries them. Fetches that bring nothing, and
+//! every other API (metadata, API versions, the group protocol, offset commits), are
+//! housekeeping. Topics name the operations; a record header carries the request id.
+//! Owns Kafka framing; linking a delivery to its publish is not its job.
 
 use super::{
-    destination, propagation, Content, Further, Label, Meaning, Protocol, Side, Status, Step,
-    MAX_HELD,
+    destination, propagation, Content, Correlated, Further, Label, Meaning, Protocol, Side, Status,
+    Step, MAX_HELD,
 };
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -180,7 +185,7 @@ fn produce_acks(body: &[u8], version: i16) -> Option<i16> {
     reader.i16()
 }
 
-/// A topic's records in a fetch response.
+/// One partition's records in a fetch response, with their topic.
 struct Records<'a> {
     topic: &'a [u8],
     /// Its record batches.
@@ -304,8 +309,8 @@ fn records_of(mut batches: &[u8]) -> Vec<&[u8]> {
 struct RecordHeaders {
     /// The request id.
     id: Option<String>,
-    /// [`Meaning::OneWay`], or a request or reply by its correlation id.
-    meaning: Meaning,
+    /// Its half of a request/reply by correlation id, if it is one.
+    correlated: Option<Correlated>,
 }
 
 /// The header naming a request's or reply's correlation id, and the one naming the
@@ -350,31 +355,43 @@ fn record_headers(record: &[u8]) -> RecordHeaders {
         Some(())
     };
     read();
-    let meaning = match (correlation.map(super::correlation_key), reply_topic) {
-        (Some(key), true) => Meaning::Request(Some(key)),
-        (Some(key), false) => Meaning::Reply(Some(key)),
-        (None, _) => Meaning::OneWay,
-    };
+    let correlated = correlation
+        .map(super::correlation_key)
+        .map(|key| match reply_topic {
+            true => Correlated::Request(key),
+            false => Correlated::Reply(key),
+        });
     RecordHeaders {
         id: best.id(),
-        meaning,
+        correlated,
     }
+}
+
+/// Each record of `records` (per topic and partition, (topic, record batches)) with
+/// its topic, up to [`MAX_RECORDS`] in all.
+fn each_record<'a>(records: &[(&'a [u8], &'a [u8])]) -> Vec<(&'a [u8], &'a [u8])> {
+    let mut all = Vec::new();
+    for &(topic, batches) in records {
+        let room = MAX_RECORDS - all.len();
+        all.extend(
+            records_of(batches)
+                .into_iter()
+                .take(room)
+                .map(|r| (topic, r)),
+        );
+        if all.len() == MAX_RECORDS {
+            break;
+        }
+    }
+    all
 }
 
 /// Whether `records` hold records and every one is a request or reply by correlation
 /// id: then the produce or fetch that carries them is housekeeping, and they are its
 /// messages.
 fn only_correlated(records: &[(&[u8], &[u8])]) -> bool {
-    let mut any = false;
-    for &(_, batches) in records {
-        for record in records_of(batches) {
-            if record_headers(record).meaning == Meaning::OneWay {
-                return false;
-            }
-            any = true;
-        }
-    }
-    any
+    let all = each_record(records);
+    !all.is_empty() && (all.iter()).all(|&(_, record)| record_headers(record).correlated.is_some())
 }
 
 /// The label of a produce (`verb` publish) or fetch (deliver) carrying `records`, as
@@ -383,39 +400,43 @@ fn only_correlated(records: &[(&[u8], &[u8])]) -> bool {
 /// request or reply by correlation id ([`record_headers`]).
 fn records_label<'b>(verb: &str, records: &[(&[u8], &[u8])]) -> Label<'b> {
     let name = |topic: &[u8]| format!("{verb} {}", destination(topic));
+    let all = each_record(records);
+    let headers: Vec<RecordHeaders> = (all.iter()).map(|&(_, r)| record_headers(r)).collect();
+    // The message's own record: its first one-way one; else it is housekeeping, named
+    // for its first topic.
+    let own = headers.iter().position(|h| h.correlated.is_none());
+    let own_topic = own.map_or(records.first().map(|r| r.0), |k| Some(all[k].0));
     let mut label = Label {
-        operation: records.first().map(|(topic, _)| Cow::Owned(name(topic))),
+        operation: own_topic.map(|topic| Cow::Owned(name(topic))),
         status: Status::Unknown,
         ..Label::default()
     };
-    let mut first_topic: Option<&[u8]> = None;
-    let mut own = false;
-    for &(topic, batches) in records {
-        for record in records_of(batches) {
-            let headers = record_headers(record);
-            let content = Content::of(topic, record);
-            if !own && headers.meaning == Meaning::OneWay {
-                own = true;
-                label.operation = Some(Cow::Owned(name(topic)));
-                label.propagated = headers.id;
-                label.content = content;
-                first_topic = Some(topic);
-                continue;
-            }
-            label.further.push(Further {
-                content,
-                propagated: headers.id,
-                operation: Some(name(topic)),
-                meaning: headers.meaning,
-            });
+    let mut named: Option<(&[u8], String)> = None;
+    for (k, (&(topic, record), headers)) in all.iter().zip(headers).enumerate() {
+        let content = Content::of(topic, record);
+        if Some(k) == own {
+            label.propagated = headers.id;
+            label.content = content;
+            continue;
         }
-    }
-    // Named as the message itself is, where that is its operation.
-    let own_name = first_topic.map(name);
-    for further in &mut label.further {
-        if own_name.is_some() && further.operation == own_name {
-            further.operation = None;
-        }
+        // Named only where its topic is not the message's own, once per run of a topic.
+        let operation = match Some(topic) == own_topic && own.is_some() {
+            true => None,
+            false => match &named {
+                Some((last, name)) if *last == topic => Some(name.clone()),
+                _ => {
+                    let this = name(topic);
+                    named = Some((topic, this.clone()));
+                    Some(this)
+                }
+            },
+        };
+        label.further.push(Further {
+            content,
+            propagated: headers.id,
+            operation,
+            correlated: headers.correlated,
+        });
     }
     label
 }

@@ -50,6 +50,16 @@ pub enum Side {
     Server,
 }
 
+impl Side {
+    /// The other end.
+    pub fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
 /// What ties a return to its call; the same at both ends of a message, so it can name
 /// the call in the trace.
 #[derive(
@@ -68,7 +78,7 @@ pub enum CallKey {
     /// travel on different connections between the same two hosts (Kafka request and
     /// reply topics: a producer's connection asks, a consumer's brings the answer): the
     /// hosts plus the correlation name the call, not the connection.
-    Correlation(u32),
+    Correlation(u64),
 }
 
 impl CallKey {
@@ -86,7 +96,7 @@ impl fmt::Display for CallKey {
             CallKey::Id(id) => write!(f, "x{id:x}"),
             CallKey::Digest(digest) => write!(f, "h{digest:016x}"),
             CallKey::Stream(id) => write!(f, "s{id}"),
-            CallKey::Correlation(key) => write!(f, "c{key:08x}"),
+            CallKey::Correlation(key) => write!(f, "c{key:016x}"),
         }
     }
 }
@@ -350,9 +360,9 @@ pub struct Label<'b> {
     /// What a broker's message carries (see [`Framed::content`]).
     pub content: Content,
     /// Further messages the same bytes carry, each a message of its own with the same
-    /// times: a Kafka produce's or fetch's records after the first, each published by
-    /// its own request and consumed on its own. A housekeeping message carries only
-    /// further messages that are requests or replies.
+    /// times: a Kafka produce's or fetch's records after its first one-way one, each
+    /// published by its own request and consumed on its own. A housekeeping message
+    /// carries only further messages that are requests or replies.
     pub further: Vec<Further>,
 }
 
@@ -366,16 +376,47 @@ pub struct Further {
     /// Its operation, where it is not the message's own (a produce's records to
     /// another topic).
     pub operation: Option<String>,
-    /// [`Meaning::OneWay`]; or a request or a reply keyed by a correlation id, on
-    /// whatever connection its other half travels ([`CallKey::Correlation`]).
-    pub meaning: Meaning,
+    /// Where it is a request or a reply keyed by a correlation id, on whatever
+    /// connection its other half travels ([`CallKey::Correlation`]); else one-way.
+    pub correlated: Option<Correlated>,
 }
 
-/// A correlation id as a 32-bit key (FNV-1a): the same wherever the id is read.
-pub fn correlation_key(correlation_id: &[u8]) -> u32 {
-    correlation_id.iter().fold(0x811c_9dc5u32, |hash, &byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    })
+/// A further message's half of a request/reply by correlation id, with its key
+/// ([`correlation_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Correlated {
+    /// It asks, naming where to reply.
+    Request(u64),
+    /// It answers.
+    Reply(u64),
+}
+
+/// A correlation id as a 64-bit key (FNV-1a): the same wherever the id is read.
+pub fn correlation_key(correlation_id: &[u8]) -> u64 {
+    correlation_id
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
+/// Most requests, deliveries or publishes a broker reader keeps open on one connection:
+/// past it, the oldest (whose answers the capture lost) are forgotten.
+pub(crate) const MOST_OPEN: usize = 65_536;
+
+/// Pushes `item`, forgetting the oldest past [`MOST_OPEN`].
+pub(crate) fn push_bounded<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == MOST_OPEN {
+        list.remove(0);
+    }
+    list.push(item);
+}
+
+/// A correlation id as a transaction id of a reader whose own ids mostly leave the top
+/// bit clear (AMQP's channels below 2048, MQTT's packet ids): the top bit set, so that
+/// the two seldom meet among a connection's open requests.
+pub(crate) fn correlation_id_key(correlation_id: &[u8]) -> u32 {
+    correlation_key(correlation_id) as u32 | 0x8000_0000
 }
 
 /// Finds the end of the first line (the index after its `\n`), looking at no more than

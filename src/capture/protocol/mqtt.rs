@@ -6,10 +6,13 @@
 //! work, as a call does. Packet ids are the client's and the server's own, so each
 //! direction's are kept apart. Everything else (`CONNECT`, `SUBSCRIBE`, pings…) is
 //! housekeeping. MQTT 5 user properties carry request ids. An MQTT 5 request/reply is a
-//! call: a `PUBLISH` naming a Response Topic is a request keyed by its Correlation Data,
+//! call: a `PUBLISH` naming a Response Topic is a request keyed by its Correlation Data
+//! (from a client, where the connection subscribed: its reply can come back on it),
 //! answered by the `PUBLISH` that carries that Correlation Data back (at the requester,
 //! the delivery of the reply; at the worker, its publish of it), and their `PUBACK`s
-//! answer nothing. Owns MQTT framing; linking a delivery to its publish is not its job.
+//! answer nothing (but the worker's, where it comes first: the reply went out on
+//! another connection). Owns MQTT framing; linking a delivery to its publish is not its
+//! job.
 
 use super::{destination, propagation, Content, Label, Meaning, Protocol, Side, Status, Step};
 use std::borrow::Cow;
@@ -76,13 +79,17 @@ pub struct Mqtt {
     /// The protocol level the client's `CONNECT` gave (5 adds properties); 4 until
     /// one is seen.
     level: Option<u8>,
-    /// Requests this client published with a Response Topic, by [`correlation_key`].
+    /// Requests this client published with a Response Topic, by [`super::correlation_id_key`].
     asked: Vec<u32>,
-    /// Requests delivered to this client with a Response Topic, by [`correlation_key`].
+    /// Requests delivered to this client with a Response Topic, by [`super::correlation_id_key`].
     served: Vec<u32>,
-    /// Publishes that are a request or a reply by correlation, by [`call_id`]: their
-    /// acknowledgements answer nothing.
-    correlated_packets: Vec<u32>,
+    /// Publishes that are a request or a reply by correlation, as ([`call_id`], the
+    /// correlation key): their acknowledgements answer nothing, but that of a request
+    /// whose reply went out on another connection.
+    correlated_packets: Vec<(u32, u32)>,
+    /// Whether the client subscribed to anything: a request's reply can only come back
+    /// on a connection that did.
+    subscribed: bool,
 }
 
 /// A packet id, with the side that chose it: both ends number their own publishes.
@@ -176,21 +183,6 @@ fn propagated(bytes: &[u8]) -> Option<String> {
     best.id()
 }
 
-/// Correlation Data as a transaction id, apart from packet ids' (top bit set).
-fn correlation_key(correlation: &[u8]) -> u32 {
-    super::correlation_key(correlation) | 0x8000_0000
-}
-
-/// Most requests kept waiting for their reply: past it, the oldest are forgotten.
-const MOST_OPEN: usize = 65_536;
-
-fn push_bounded(list: &mut Vec<u32>, item: u32) {
-    if list.len() == MOST_OPEN {
-        list.remove(0);
-    }
-    list.push(item);
-}
-
 impl Mqtt {
     /// After a packet is cut: the requests and replies by correlation it opens or
     /// closes, and the acknowledgements they make housekeeping.
@@ -206,35 +198,50 @@ impl Mqtt {
             {
                 let asking = matches!(meaning, Meaning::Request(_));
                 match (from, asking) {
-                    (Side::Client, true) => push_bounded(&mut self.asked, key),
-                    (Side::Server, true) => push_bounded(&mut self.served, key),
-                    (_, false) => {
-                        self.asked.retain(|&open| open != key);
-                        self.served.retain(|&open| open != key);
-                    }
+                    (Side::Client, true) => super::push_bounded(&mut self.asked, key),
+                    (Side::Server, true) => super::push_bounded(&mut self.served, key),
+                    (Side::Client, false) => self.served.retain(|&open| open != key),
+                    (Side::Server, false) => self.asked.retain(|&open| open != key),
                 }
                 if let Some(packet) = publish(first & 0x0f, body).and_then(|p| p.packet) {
-                    push_bounded(&mut self.correlated_packets, call_id(from, packet));
+                    let packet = call_id(from, packet);
+                    // A packet id used again names a new publish.
+                    self.correlated_packets.retain(|&(open, _)| open != packet);
+                    super::push_bounded(&mut self.correlated_packets, (packet, key));
                 }
             }
-            (PUBACK | PUBREC, Meaning::Housekeeping) => {
+            (PUBACK | PUBREC, _) => {
                 if let (Some(&high), Some(&low)) = (body.first(), body.get(1)) {
-                    let publisher = match from {
-                        Side::Client => Side::Server,
-                        Side::Server => Side::Client,
-                    };
-                    let acknowledged = call_id(publisher, u16::from_be_bytes([high, low]));
-                    self.correlated_packets.retain(|&open| open != acknowledged);
+                    let acknowledged = call_id(from.other(), u16::from_be_bytes([high, low]));
+                    if let Some((_, key)) = self.acknowledged_correlated(acknowledged) {
+                        // Answered by this acknowledgement (its reply went out elsewhere).
+                        if meaning == Meaning::Reply(Some(key)) {
+                            self.served.retain(|&open| open != key);
+                        }
+                    }
+                    self.correlated_packets
+                        .retain(|&(open, _)| open != acknowledged);
                 }
             }
+            (SUBSCRIBE, _) if from == Side::Client => self.subscribed = true,
             _ => {}
         }
     }
 
+    /// The correlated publish (its [`call_id`], its correlation key) that
+    /// `acknowledged` names, if it is one.
+    fn acknowledged_correlated(&self, acknowledged: u32) -> Option<(u32, u32)> {
+        (self.correlated_packets.iter())
+            .find(|&&(open, _)| open == acknowledged)
+            .copied()
+    }
+
     /// A `PUBLISH` that is one end of an MQTT 5 request/reply: one naming a Response
-    /// Topic is a request keyed by its Correlation Data; one carrying the Correlation
-    /// Data of a request this end asked (or was asked) is its reply. Else `meaning`.
-    fn correlated(&self, body: &[u8], flags: u8, meaning: Meaning) -> Meaning {
+    /// Topic is a request keyed by its Correlation Data (from the client, where the
+    /// connection subscribed to anything: a reply can come back on it); one carrying
+    /// the Correlation Data of a request this end asked (a delivery) or was asked (a
+    /// publish) is its reply. Else `meaning`.
+    fn correlated(&self, from: Side, body: &[u8], flags: u8, meaning: Meaning) -> Meaning {
         if self.level != Some(5) {
             return meaning;
         }
@@ -247,13 +254,14 @@ impl Mqtt {
         let Some(correlation) = found.correlation_data.filter(|c| !c.is_empty()) else {
             return meaning;
         };
-        let key = correlation_key(correlation);
-        if self.asked.contains(&key) || self.served.contains(&key) {
-            Meaning::Reply(Some(key))
-        } else if found.response_topic.is_some_and(|topic| !topic.is_empty()) {
-            Meaning::Request(Some(key))
-        } else {
-            meaning
+        let key = super::correlation_id_key(correlation);
+        let asks = found.response_topic.is_some_and(|topic| !topic.is_empty());
+        match from {
+            Side::Client if asks && self.subscribed => Meaning::Request(Some(key)),
+            Side::Server if asks => Meaning::Request(Some(key)),
+            Side::Client if !asks && self.served.contains(&key) => Meaning::Reply(Some(key)),
+            Side::Server if !asks && self.asked.contains(&key) => Meaning::Reply(Some(key)),
+            _ => meaning,
         }
     }
 }
@@ -308,7 +316,7 @@ impl Protocol for Mqtt {
                     let packet = head.packet.expect("QoS above 0 has a packet id");
                     Meaning::Request(Some(call_id(from, packet)))
                 };
-                self.correlated(body, flags, meaning)
+                self.correlated(from, body, flags, meaning)
             }
             PUBACK | PUBREC => {
                 let (Some(&high), Some(&low)) = (body.first(), body.get(1)) else {
@@ -319,15 +327,16 @@ impl Protocol for Mqtt {
                     };
                 };
                 // Acknowledges the other side's publish.
-                let publisher = match from {
-                    Side::Client => Side::Server,
-                    Side::Server => Side::Client,
-                };
-                let acknowledged = call_id(publisher, u16::from_be_bytes([high, low]));
-                match self.correlated_packets.contains(&acknowledged) {
+                let acknowledged = call_id(from.other(), u16::from_be_bytes([high, low]));
+                match self.acknowledged_correlated(acknowledged) {
+                    // A request delivered here whose reply went out on another
+                    // connection: answered by its acknowledgement, as any delivery.
+                    Some((_, key)) if from == Side::Client && self.served.contains(&key) => {
+                        Meaning::Reply(Some(key))
+                    }
                     // A request or reply by correlation, answered otherwise.
-                    true => Meaning::Housekeeping,
-                    false => Meaning::Reply(Some(acknowledged)),
+                    Some(_) => Meaning::Housekeeping,
+                    None => Meaning::Reply(Some(acknowledged)),
                 }
             }
             _ => Meaning::Housekeeping,
@@ -553,7 +562,9 @@ mod tests {
         // web asks twice; the replies come in the other order; every PUBACK is
         // housekeeping, and an order's publish beside them keeps its own.
         let mut web = connected();
+        let subscribe = packet(0x82, b"\x00\x07\x00\x00\x09reply/web\x01");
         web.extend([
+            (Side::Client, subscribe),
             (
                 Side::Client,
                 publish(
@@ -631,6 +642,29 @@ mod tests {
         );
         assert_eq!(worker.messages[0].key, worker.messages[1].key);
         assert!(worker.problems.is_empty(), "{:?}", worker.problems);
+        // A connection that subscribed to nothing cannot get a reply: its publish is a
+        // publish as any, answered by the broker's PUBACK. A worker whose reply goes
+        // out on another connection: its PUBACK answers the request it was delivered.
+        let request = || correlation(Some(b"reply/web"), b"r-3");
+        let mut publisher = connected();
+        publisher.extend([
+            (Side::Client, publish(1, b"quote", 6, &request(), b"{}")),
+            (Side::Server, packet(0x40, &[0, 6, 0])),
+        ]);
+        let mut consumer = connected();
+        consumer.extend([
+            (Side::Server, publish(1, b"quote", 7, &request(), b"{}")),
+            (Side::Client, packet(0x40, &[0, 7])),
+        ]);
+        for (conversation, expected) in [
+            (publisher, ["Client Call publish quote", "Server Return"]),
+            (consumer, ["Server Call deliver quote", "Client Return"]),
+        ] {
+            let out = frame(&conversation);
+            assert_eq!(described(&out), expected);
+            assert_eq!(out.messages[0].key, out.messages[1].key);
+            assert!(out.problems.is_empty(), "{:?}", out.problems);
+        }
     }
 
     #[test]

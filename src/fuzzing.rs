@@ -65,6 +65,32 @@ pub fn source(data: &[u8]) {
     let _ = std::io::copy(&mut stream, &mut std::io::sink());
 }
 
+/// What `blackbox collect` reads from its hosts and writes: `data` as a host's pcap
+/// stream (written whole packets only, never more bytes than came), each of its lines as
+/// a line of the host's standard error, and as a manifest and a cluster's snapshot, the
+/// manifest's warnings made. Panics only on a bug.
+pub fn collected(data: &[u8]) {
+    use crate::collect::{kubernetes, manifest, remote, stream};
+    if let Ok(sink) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let (written, _) = stream::write_stream(data, sink, 1 << 16, || {});
+        assert!(written.bytes <= data.len() as u64, "{written:?}");
+        assert!(written.packets <= data.len() as u64 / 16, "{written:?}");
+    }
+    for line in String::from_utf8_lossy(data).lines() {
+        let _ = remote::read_line(line);
+        let _ = remote::dumpcap_drops(line);
+    }
+    if let Ok(manifest) = serde_json::from_slice::<manifest::Manifest>(data) {
+        let collected = manifest::Collected {
+            dir: std::path::PathBuf::from("run"),
+            manifest,
+        };
+        let _ = collected.captures();
+        let _ = collected.warnings(&[]);
+    }
+    let _ = kubernetes::reused(data, data);
+}
+
 /// Reads `data` as an mbox with the relays' clocks estimated and corrected, writes the
 /// resulting trace, and reads it back; builds the true chains of its emails as
 /// `eval --convolve --mbox` does. Panics only on a bug.
@@ -137,7 +163,7 @@ pub fn capture(data: &[u8]) {
                 align: Some(method),
                 least_squares: true,
                 repair: Some(crate::align::repair::RepairOptions::default()),
-                progress: false,
+                ..InputOptions::default()
             },
         );
         let report = &input.repair.as_ref().expect("repair was asked for").report;

@@ -15,6 +15,7 @@
 pub mod align;
 pub mod brokers;
 pub mod capture;
+pub mod collect;
 pub mod compare;
 pub mod convolution;
 pub mod eval;

@@ -41,6 +41,15 @@ proptest! {
     }
 
     #[test]
+    fn what_collect_reads_never_panics(data in prop::collection::vec(any::<u8>(), 0..400)) {
+        blackbox::fuzzing::collected(&data);
+        // A pcap stream's header first, so that the records are reached.
+        let mut stream = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0];
+        stream.extend_from_slice(&data);
+        blackbox::fuzzing::collected(&stream);
+    }
+
+    #[test]
     fn arbitrary_inputs_are_sniffed_without_panic(data in prop::collection::vec(any::<u8>(), 0..400)) {
         blackbox::fuzzing::source(&data);
     }

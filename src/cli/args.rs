@@ -170,6 +170,17 @@ pub(super) enum Command {
         mut_arg("min_latency", |a| a.hide(true))
     )]
     Align(AlignArgs),
+    /// Capture on every host at once, through ssh, a namespace or kubectl, with a record
+    /// of what was lost.
+    ///
+    /// Runs tcpdump (or dumpcap) on every host at the same time through a transport
+    /// command (`--via 'ssh {host}'`), streams each capture back into DIR/HOST.pcap,
+    /// and stops them all at once after --duration or on Ctrl-C. DIR/manifest.json
+    /// records per host how it was captured, what was dropped (the kernel's and the
+    /// interface's counters), packets cut short, segmentation offloads, the clock's
+    /// state, each file's SHA-256 and which address is which host; `blackbox nest DIR`
+    /// reads it, names the hosts from it and warns of what was lost.
+    Collect(super::collect::CollectArgs),
 }
 
 #[derive(Args)]

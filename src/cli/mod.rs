@@ -1,8 +1,10 @@
 //! The `blackbox` command line: [`args`] parses it (with [`reading`], the flags of how
 //! inputs are read), [`workers`] says where the work runs,
-//! [`commands`] runs each command on the library and says where its results go.
+//! [`commands`] runs each command on the library and says where its results go;
+//! [`collect`] is `blackbox collect`, flags to table.
 
 mod args;
+mod collect;
 mod commands;
 mod reading;
 mod workers;
@@ -13,7 +15,24 @@ use clap::Parser;
 
 /// Parses the command line and runs the command.
 pub fn run() -> Result<()> {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    // Directories that collect wrote become their captures, before anything reads the
+    // files (a cluster's processes too).
+    match &mut cli.command {
+        Command::Nest(args) => {
+            reading::expand_collected(&mut args.input.files, &mut args.input.capture)?
+        }
+        Command::Eval(args) => {
+            reading::expand_collected(&mut args.input.files, &mut args.input.capture)?
+        }
+        Command::Convolve(args) => {
+            reading::expand_collected(&mut args.input.files, &mut args.input.capture)?
+        }
+        Command::Records(args) => reading::expand_collected(&mut args.files, &mut args.capture)?,
+        Command::Align(args) => reading::expand_collected(&mut args.files, &mut args.capture)?,
+        Command::Diff(args) => reading::expand_collected(&mut args.files, &mut args.capture)?,
+        Command::Collect(_) => {}
+    }
     // Decided once, before any stage starts rayon's pool.
     // The files whose captures a process of a cluster reads where they are (diff's two
     // sets are read by the first process).
@@ -50,5 +69,6 @@ fn run_command(command: Command) -> Result<()> {
         Command::Diff(args) => commands::diff(args),
         Command::Records(args) => commands::records(args),
         Command::Align(args) => commands::align(args),
+        Command::Collect(args) => collect::collect(args),
     }
 }

@@ -6,6 +6,7 @@
 use anyhow::Result;
 use blackbox::align::fit::Method;
 use blackbox::capture::{self, protocol::ProtocolName, CaptureOptions, NodeBy};
+use blackbox::collect::manifest::Collected;
 use blackbox::exit::Usage;
 use blackbox::input::InputOptions;
 use blackbox::trace::time::{self, Moment};
@@ -17,6 +18,11 @@ use super::args::duration;
 
 #[derive(Args)]
 pub(super) struct CaptureArgs {
+    /// The manifests of the directories `blackbox collect` wrote that were named among
+    /// the inputs ([`expand_collected`]): their hosts' names and warnings.
+    #[arg(skip)]
+    pub(super) collected: Vec<Collected>,
+
     /// Read connections to server PORT as protocol NAME whatever their content (repeatable)
     ///
     /// NAME: tcp (request/response by turns), http (HTTP/1.x), http2 (HTTP/2 and gRPC in
@@ -163,6 +169,7 @@ impl CaptureArgs {
                 ..blackbox::align::repair::RepairOptions::default()
             }),
             progress: !quiet,
+            collected: self.collected.clone(),
         })
     }
 
@@ -196,6 +203,36 @@ impl CaptureArgs {
         if let Some(path) = &self.names {
             options.names = capture::read_names(path, matches!(self.node_by, NodeByArg::Pod))?;
         }
+        // What collect recorded, where the flags do not say otherwise.
+        for collected in &self.collected {
+            for (file, host) in collected.captures() {
+                options.hosts.entry(file).or_insert(host);
+            }
+            if self.names.is_some() {
+                continue;
+            }
+            let snapshot = collected
+                .manifest
+                .kubernetes
+                .as_ref()
+                .map(|cluster| collected.dir.join(&cluster.at_start));
+            match snapshot {
+                Some(path) => {
+                    let by_pod = matches!(self.node_by, NodeByArg::Pod);
+                    for (address, name) in capture::read_names(&path, by_pod)? {
+                        options.names.entry(address).or_insert(name);
+                    }
+                }
+                None => {
+                    for named in &collected.manifest.names {
+                        options
+                            .names
+                            .entry(named.address)
+                            .or_insert_with(|| named.name.clone());
+                    }
+                }
+            }
+        }
         for host in &self.hosts {
             let (name, file) = host
                 .split_once('=')
@@ -209,4 +246,58 @@ impl CaptureArgs {
 /// A time as `--from` and `--to` take it.
 fn moment(text: &str) -> Result<Moment, String> {
     time::parse_moment(text)
+}
+
+/// Replaces each directory among `files` with the captures in it: those its
+/// `manifest.json` lists (what `blackbox collect` wrote), kept in `capture` for the
+/// hosts' names and the warnings; without a manifest, its pcap and pcapng files
+/// (gzip'd or not) in name order.
+pub(super) fn expand_collected(files: &mut Vec<PathBuf>, capture: &mut CaptureArgs) -> Result<()> {
+    if !files.iter().any(|file| file.is_dir()) {
+        return Ok(());
+    }
+    let mut expanded = Vec::new();
+    for file in std::mem::take(files) {
+        if !file.is_dir() {
+            expanded.push(file);
+            continue;
+        }
+        if let Some(collected) = Collected::read(&file)? {
+            let captures = collected.captures();
+            if captures.is_empty() {
+                return Err(Usage(format!(
+                    "{}: its manifest lists no capture (every host failed: see {})",
+                    file.display(),
+                    file.join(blackbox::collect::manifest::FILE_NAME).display()
+                ))
+                .into());
+            }
+            expanded.extend(captures.into_iter().map(|(path, _)| path));
+            capture.collected.push(collected);
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&file)
+            .map_err(|e| anyhow::anyhow!("cannot read the directory {}: {e}", file.display()))?
+            .filter_map(|entry| Some(entry.ok()?.path()))
+            .filter(|path| {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let name = name.strip_suffix(".gz").unwrap_or(name);
+                path.is_file()
+                    && [".pcap", ".pcapng", ".cap"]
+                        .iter()
+                        .any(|ext| name.ends_with(ext))
+            })
+            .collect();
+        if found.is_empty() {
+            return Err(Usage(format!(
+                "{} is a directory without a manifest.json or a capture (.pcap, .pcapng, .cap, gzip'd or not)",
+                file.display()
+            ))
+            .into());
+        }
+        found.sort();
+        expanded.extend(found);
+    }
+    *files = expanded;
+    Ok(())
 }

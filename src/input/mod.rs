@@ -39,6 +39,9 @@ pub struct InputOptions {
     pub repair: Option<repair::RepairOptions>,
     /// Draw progress bars on stderr while files are read (only on a terminal).
     pub progress: bool,
+    /// What `blackbox collect` recorded of the captures, where it did: warned of per
+    /// host ([`InputWarning::Collected`]).
+    pub collected: Vec<crate::collect::manifest::Collected>,
 }
 
 /// Why the inputs could not be read.
@@ -146,6 +149,10 @@ pub enum InputWarning {
         /// captures were not given), or none of them seen at the other end.
         exchanged: u64,
     },
+    /// What `blackbox collect` recorded of a host that the analysis should be read
+    /// with: packets dropped, a host not captured, packets cut, connections begun
+    /// before the capture, segmentation offloads, an unsynchronised clock.
+    Collected(String),
     /// The clock fits around a loop of hosts disagree: one of them is wrong.
     LoopDisagrees {
         /// The pair whose fit the loop checks.
@@ -187,6 +194,7 @@ impl fmt::Display for InputWarning {
                 f,
                 "warning: no TCP segment links {host} to the other captures, its clock stays its own: none of the {exchanged} segments it exchanged with the hosts they own was seen at the other end (do the captures cover the same time?)"
             ),
+            InputWarning::Collected(what) => write!(f, "warning: collected {what}"),
             InputWarning::LoopDisagrees { hosts, residual_ns } => write!(
                 f,
                 "warning: the clock fits around {}–{} disagree by {}: one of them is wrong",
@@ -540,6 +548,19 @@ fn add_captures(
         None => capture::add_to_trace(&read, &options.capture, capture::same_clock, builder),
     }
     report_captures(read, joined, input);
+    warn_collected(options, input);
+}
+
+/// The warnings of what `blackbox collect` recorded, after what reading found.
+pub(crate) fn warn_collected(options: &InputOptions, input: &mut Input) {
+    for collected in &options.collected {
+        input.warnings.extend(
+            collected
+                .warnings(&input.captures)
+                .into_iter()
+                .map(InputWarning::Collected),
+        );
+    }
 }
 
 /// What joining and aligning captures found ([`join_and_align`]).

@@ -160,6 +160,7 @@ pub fn nest_captures(
     drop(clocks);
     let mut input = empty_input();
     report_captures(read, joined, &mut input);
+    super::warn_collected(options, &mut input);
     // What was read is packets of captures, not lines: the lines were ours.
     let stats = match &mut outcome {
         Outcome::Whole(trace) => &mut trace.stats,

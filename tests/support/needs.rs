@@ -25,6 +25,12 @@ pub enum Need {
     /// tcpdump, and with it libpcap, which `--filter` loads: the filter's results are
     /// checked against tcpdump's.
     Tcpdump,
+    /// Root and network namespaces, with tcpdump, python3 and an OpenSSH server: for
+    /// `blackbox collect` on namespaces of this machine.
+    Namespaces,
+    /// What the shop of `traces/shop/` runs on (nginx, Redis, PostgreSQL, and the venv
+    /// `BLACKBOX_SHOP_VENV` names with its Python clients), besides [`Need::Namespaces`].
+    Shop,
     /// The SpamAssassin mbox named by `BLACKBOX_SPAM_ASSASSIN`; a download, so it is
     /// asked for by setting the variable and is never required, not even under CI.
     SpamAssassin,
@@ -40,6 +46,8 @@ impl Need {
             Need::OtlpReceiver => "BLACKBOX_OTLP_PYTHON",
             Need::SpamAssassin => "BLACKBOX_SPAM_ASSASSIN",
             Need::Tcpdump => "tcpdump",
+            Need::Namespaces => "root with network namespaces",
+            Need::Shop => "the shop's servers",
         }
     }
 
@@ -52,6 +60,8 @@ impl Need {
             Need::OtlpReceiver => "run .ci/run, or see tests/otlp/README.md",
             Need::SpamAssassin => "run scripts/spam-assassin-mbox.sh and set the variable",
             Need::Tcpdump => "install tcpdump (it brings libpcap)",
+            Need::Namespaces => "run as root with iproute2, tcpdump, python3 and openssh-server (.ci/run installs them)",
+            Need::Shop => "install nginx-light, redis-server and postgresql and set BLACKBOX_SHOP_VENV (run .ci/run)",
         }
     }
 
@@ -69,6 +79,8 @@ impl Need {
             Need::OtlpReceiver => otlp_python().is_some(),
             Need::SpamAssassin => std::env::var_os("BLACKBOX_SPAM_ASSASSIN").is_some(),
             Need::Tcpdump => on_path("tcpdump"),
+            Need::Namespaces => namespaces(),
+            Need::Shop => namespaces() && shop(),
         }
     }
 }
@@ -82,6 +94,31 @@ fn on_path(name: &str) -> bool {
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
     })
+}
+
+/// Whether this process may make network namespaces and has what collect's tests run
+/// in them.
+fn namespaces() -> bool {
+    // SAFETY: geteuid(2) only reads the process's credentials.
+    let root = unsafe { libc::geteuid() } == 0;
+    root && ["ip", "tcpdump", "python3", "ssh", "ssh-keygen"]
+        .iter()
+        .all(|tool| on_path(tool))
+        && Path::new("/usr/sbin/sshd").exists()
+}
+
+/// Whether the shop's servers and the venv of its Python clients are here.
+fn shop() -> bool {
+    let postgres = std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|mut versions| {
+        versions.any(|v| v.is_ok_and(|v| v.path().join("bin/postgres").exists()))
+    });
+    let venv = std::env::var_os("BLACKBOX_SHOP_VENV").is_some_and(|venv| {
+        std::process::Command::new(Path::new(&venv).join("bin/python"))
+            .args(["-c", "import redis, psycopg2"])
+            .output()
+            .is_ok_and(|out| out.status.success())
+    });
+    postgres && venv && on_path("nginx") && on_path("redis-server")
 }
 
 /// The Chromium to drive: `BLACKBOX_CHROMIUM`, or one on the PATH.

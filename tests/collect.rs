@@ -3,7 +3,8 @@
 //! its shipped captures, and what goes wrong (an interrupt, collect or one link killed,
 //! a buffer too small, hosts unreachable or without tcpdump, a full disk) is named,
 //! recorded and leaves no capture running (tests/collect/faults.sh, one scenario per
-//! test). Needs root; `.ci/run` installs the rest.
+//! test), and pods picked by label through a stand-in kubectl are captured and named
+//! for their Services. Needs root; `.ci/run` installs the rest.
 
 mod support;
 
@@ -20,6 +21,7 @@ fn main() -> ExitCode {
         drops_from_a_tiny_buffer_are_recorded_and_warned_of needs Namespaces,
         unreachable_hosts_and_hosts_without_tcpdump_are_named needs Namespaces,
         a_full_disk_stops_every_host_cleanly needs Namespaces,
+        pods_picked_by_label_are_captured_and_named_for_their_services needs Namespaces,
     ])
 }
 
@@ -65,6 +67,10 @@ fn unreachable_hosts_and_hosts_without_tcpdump_are_named() {
 
 fn a_full_disk_stops_every_host_cleanly() {
     scenario("full-disk");
+}
+
+fn pods_picked_by_label_are_captured_and_named_for_their_services() {
+    scenario("kubernetes");
 }
 
 /// Each pattern of `nest -q --top 100` with its count, most frequent first.

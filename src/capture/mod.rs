@@ -127,6 +127,9 @@ pub struct CaptureOptions {
     pub names: BTreeMap<IpAddr, String>,
     /// Host names for files (`--host NAME=FILE`); other files are named by their stem.
     pub hosts: BTreeMap<PathBuf, String>,
+    /// Each file's host's own addresses as the host itself listed them (`blackbox
+    /// collect`'s manifest): trusted over the traffic's guess, not over `names`.
+    pub recorded_own: BTreeMap<PathBuf, std::collections::BTreeSet<IpAddr>>,
     /// What a node is.
     pub node_by: NodeBy,
     /// Ground truth for captures: the path instance of calls by their call id (the
@@ -818,7 +821,7 @@ pub fn read_each(
 
 /// Decides each capture's own addresses, from all of them ([`read_each`]'s).
 pub fn decide_own_addresses(captures: &mut [HostCapture], options: &CaptureOptions) {
-    decide_local_addresses(captures, &options.names);
+    decide_local_addresses(captures, &options.names, &options.recorded_own);
 }
 
 /// Reads a names file: one `address name` per line, `#` comments; or the JSON of

@@ -19,8 +19,13 @@ pub(super) fn fresh_ttl(ttl: u8) -> bool {
 /// shows, unambiguously, to be its own) or by the packets' time to live (the peer's
 /// came through a router, as behind a NodePort or a load balancer). Where nothing breaks it, or a capture holds too
 /// few packets, the choice is marked a guess ([`Uncertain`]). Addresses that `names`
-/// gives a capture's host name are its own, whatever the traffic says.
-pub fn decide_local_addresses(captures: &mut [HostCapture], names: &BTreeMap<IpAddr, String>) {
+/// gives a capture's host name are its own, whatever the traffic says; else those its
+/// host listed itself (`recorded`, by file), when the traffic has them.
+pub fn decide_local_addresses(
+    captures: &mut [HostCapture],
+    names: &BTreeMap<IpAddr, String>,
+    recorded: &BTreeMap<std::path::PathBuf, BTreeSet<IpAddr>>,
+) {
     let first: Vec<(BTreeSet<IpAddr>, bool)> = captures
         .iter()
         .map(|c| local_addresses(&c.pairs, &BTreeSet::new()))
@@ -49,17 +54,26 @@ pub fn decide_local_addresses(captures: &mut [HostCapture], names: &BTreeMap<IpA
         }
         // Addresses `--names` gives the capture's host name are its own, whatever the
         // traffic suggests: the way out of a wrong guess.
-        let named: BTreeSet<IpAddr> = names
+        let seen = |address: &IpAddr| {
+            capture
+                .pairs
+                .keys()
+                .any(|(a, b)| a == address || b == address)
+        };
+        let mut named: BTreeSet<IpAddr> = names
             .iter()
-            .filter(|(address, name)| {
-                **name == capture.host
-                    && capture
-                        .pairs
-                        .keys()
-                        .any(|(a, b)| a == *address || b == *address)
-            })
+            .filter(|(address, name)| **name == capture.host && seen(address))
             .map(|(address, _)| *address)
             .collect();
+        if named.is_empty() {
+            named = recorded
+                .get(&capture.path)
+                .into_iter()
+                .flatten()
+                .filter(|address| seen(address))
+                .copied()
+                .collect();
+        }
         if !named.is_empty() {
             capture.local = named;
             capture.local_uncertain = None;
@@ -222,13 +236,13 @@ mod tests {
         let mut capture = HostCapture::from_stamps("client", BTreeSet::new(), Vec::new());
         capture.pairs = pairs(&[("10.78.0.1", "10.78.0.100", 400)]);
         let mut alone = [capture];
-        decide_local_addresses(&mut alone, &BTreeMap::new());
+        decide_local_addresses(&mut alone, &BTreeMap::new(), &BTreeMap::new());
         // The lowest address, a guess.
         assert_eq!(alone[0].local, ["10.78.0.1".parse().unwrap()].into());
         assert_eq!(alone[0].local_uncertain, Some(Uncertain::Tie));
         // The node's packets came with one less than a sender sets.
         alone[0].routed = ["10.78.0.1".parse().unwrap()].into();
-        decide_local_addresses(&mut alone, &BTreeMap::new());
+        decide_local_addresses(&mut alone, &BTreeMap::new(), &BTreeMap::new());
         assert_eq!(alone[0].local, ["10.78.0.100".parse().unwrap()].into());
         assert_eq!(alone[0].local_uncertain, None);
     }
@@ -265,7 +279,7 @@ mod tests {
                 ],
             ),
         ];
-        decide_local_addresses(&mut captures, &BTreeMap::new());
+        decide_local_addresses(&mut captures, &BTreeMap::new(), &BTreeMap::new());
         let own = |c: &HostCapture| c.local.iter().map(|a| a.to_string()).collect::<Vec<_>>();
         assert_eq!(own(&captures[0]), ["10.244.1.2"]);
         assert_eq!(own(&captures[1]), ["10.244.1.3"]);

@@ -218,6 +218,8 @@ pub(super) fn collect(args: CollectArgs) -> Result<()> {
                 None => args.snaplen,
             },
             buffer_kib: args.buffer_size,
+            // Past the longest a run can take to start, capture and stop, with a margin.
+            deadline_s: (args.duration + args.start_timeout) as u64 / 1_000_000_000 + 120,
         },
         payload_bytes: args.payload_bytes,
         duration: Duration::from_nanos(u64::try_from(args.duration).unwrap_or(0)),

@@ -208,6 +208,9 @@ impl CaptureArgs {
             for (file, host) in collected.captures() {
                 options.hosts.entry(file).or_insert(host);
             }
+            for (file, own) in collected.own_addresses() {
+                options.recorded_own.entry(file).or_default().extend(own);
+            }
             if self.names.is_some() {
                 continue;
             }

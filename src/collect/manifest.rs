@@ -118,6 +118,25 @@ pub struct HostRecord {
     pub messages: Vec<String>,
 }
 
+impl HostRecord {
+    /// The addresses the host listed as its own that others reach it at: loopback and
+    /// link-local ones left out.
+    pub fn own_addresses(&self) -> Vec<IpAddr> {
+        self.addresses
+            .iter()
+            .filter_map(|address| {
+                let bare = address.address.split('/').next()?;
+                let ip: IpAddr = bare.parse().ok()?;
+                let link_local = match ip {
+                    IpAddr::V4(v4) => v4.is_link_local(),
+                    IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+                };
+                (!ip.is_loopback() && !link_local).then_some(ip)
+            })
+            .collect()
+    }
+}
+
 /// The tool's end-of-run counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -241,6 +260,15 @@ impl Collected {
             .hosts
             .iter()
             .filter_map(|host| Some((self.dir.join(host.file.as_ref()?), host.name.clone())))
+            .collect()
+    }
+
+    /// Each capture's host's own addresses, as the host listed them.
+    pub fn own_addresses(&self) -> Vec<(PathBuf, Vec<IpAddr>)> {
+        self.manifest
+            .hosts
+            .iter()
+            .filter_map(|host| Some((self.dir.join(host.file.as_ref()?), host.own_addresses())))
             .collect()
     }
 

@@ -638,18 +638,7 @@ fn finish_record(
 fn address_names(hosts: &[HostRecord]) -> Vec<AddressName> {
     let mut owners: BTreeMap<IpAddr, Vec<&str>> = BTreeMap::new();
     for host in hosts {
-        for address in &host.addresses {
-            let bare = address.address.split('/').next().unwrap_or_default();
-            let Ok(ip) = bare.parse::<IpAddr>() else {
-                continue;
-            };
-            let link_local = match ip {
-                IpAddr::V4(v4) => v4.is_link_local(),
-                IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
-            };
-            if ip.is_loopback() || link_local {
-                continue;
-            }
+        for ip in host.own_addresses() {
             let names = owners.entry(ip).or_default();
             if !names.contains(&host.name.as_str()) {
                 names.push(&host.name);
@@ -727,6 +716,7 @@ mod tests {
                 filter: None,
                 snaplen: 0,
                 buffer_kib: None,
+                deadline_s: 60,
             },
             payload_bytes: None,
             duration: Duration::from_secs(1),

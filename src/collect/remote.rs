@@ -26,6 +26,10 @@ pub struct Capture {
     pub snaplen: u32,
     /// The kernel's capture buffer in KiB (tcpdump's `-B`), if not the tool's default.
     pub buffer_kib: Option<u32>,
+    /// Seconds after which the capture ends by itself, whatever happens to collect and
+    /// the transport (where the host has `timeout`): the last guard against a capture
+    /// left running.
+    pub deadline_s: u64,
 }
 
 /// The script for `capture`. Values are quoted for the shell; nothing from the user is
@@ -52,6 +56,7 @@ pub fn script(capture: &Capture) -> String {
             .map(|b| b.to_string())
             .unwrap_or_default()
     );
+    let _ = writeln!(text, "deadline={}", capture.deadline_s);
     text.push_str(BODY);
     text
 }
@@ -92,18 +97,24 @@ if [ -n "${SSH_CONNECTION:-}" ]; then
   own="not (host $1 and port $2 and host $3 and port $4)"
   if [ -n "$filter" ]; then filter="($filter) and $own"; else filter=$own; fi
 fi
+guard=
+if timeout --foreground 1 true >/dev/null 2>&1; then
+  guard="timeout --foreground -s TERM $deadline"
+elif command -v timeout >/dev/null 2>&1; then
+  guard="timeout -s TERM $deadline"
+fi
 if command -v tcpdump >/dev/null 2>&1; then
   say tool tcpdump "$(tcpdump --version 2>&1 | head -n 1)"
   precision=
   tcpdump --help 2>&1 | grep -q time-stamp-precision && precision=--time-stamp-precision=nano
   say filter "$filter"
   say start "$(now)"
-  tcpdump -n -U -i "$iface" -s "$snaplen" $precision ${buffer:+-B "$buffer"} -w - ${filter:+"$filter"} &
+  $guard tcpdump -n -U -i "$iface" -s "$snaplen" $precision ${buffer:+-B "$buffer"} -w - ${filter:+"$filter"} &
 elif command -v dumpcap >/dev/null 2>&1; then
   say tool dumpcap "$(dumpcap --version 2>&1 | head -n 1)"
   say filter "$filter"
   say start "$(now)"
-  dumpcap -q -P -i "$iface" -s "$snaplen" ${buffer:+-B "$(( (buffer + 1023) / 1024 ))"} ${filter:+-f "$filter"} -w - &
+  $guard dumpcap -q -P -i "$iface" -s "$snaplen" ${buffer:+-B "$(( (buffer + 1023) / 1024 ))"} ${filter:+-f "$filter"} -w - &
 else
   say fail "neither tcpdump nor dumpcap is installed"
   exit 127
@@ -413,8 +424,9 @@ mod tests {
             filter: Some(filter.into()),
             snaplen: 0,
             buffer_kib: Some(4),
+            deadline_s: 60,
         });
-        let settings: String = text.lines().take(4).map(|l| format!("{l}\n")).collect();
+        let settings: String = text.lines().take(5).map(|l| format!("{l}\n")).collect();
         let shown = std::process::Command::new("sh")
             .arg("-c")
             .arg(settings + "printf '%s|%s|%s' \"$iface\" \"$filter\" \"$buffer\"")

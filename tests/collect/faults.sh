@@ -15,6 +15,10 @@
 #                the others captured and kept; exit 1
 #   full-disk    the output on a 512 KiB tmpfs: collect stops every host, the captures end
 #                on whole packets and the manifest is still written
+#   kubernetes   --kubernetes through a stand-in kubectl (tests/collect/kubectl.py) whose
+#                pods a and b are the namespaces: pods picked by label, captured through
+#                `kubectl exec -i`, named for their workload and Service from the cluster's
+#                state at the start, and an address that changed pods by the end warned of
 set -euo pipefail
 
 scenario=$1
@@ -25,7 +29,7 @@ source "$here/../../traces/sshd.sh"
 
 case $scenario in
     interrupt) net=11;; killed) net=12;; ssh-lost) net=13;; drops) net=14;;
-    unreachable) net=15;; full-disk) net=16;;
+    unreachable) net=15;; full-disk) net=16;; kubernetes) net=17;;
     *) echo "faults.sh: unknown scenario $scenario" >&2; exit 2;;
 esac
 prefix=bbt$net
@@ -217,6 +221,32 @@ full-disk)
     check "the manifest is written, stopped by the full disk" [ "$(manifest_field 'm["stopped_by"]')" = "disk full" ]
     "$blackbox" records -q "$out" -o /dev/null 2>"$work/records.err" || true
     check "the captures end on whole packets" bash -c "! grep -q 'cut\|damaged\|packet [0-9]* at byte' '$work/records.err'"
+    ;;
+kubernetes)
+    cat > "$work/kubectl" <<KUBECTL
+#!/bin/sh
+exec python3 "$here/kubectl.py" "$prefix" "${address[a]}" "${address[b]}" "$work/kubectl-calls" "\$@"
+KUBECTL
+    chmod +x "$work/kubectl"
+    status=0
+    "$blackbox" collect --out "$out" --kubernetes --namespace demo --selector tier=demo \
+        --container debug --kubectl "$work/kubectl" --duration 2s 2>"$log" || status=$?
+    check "collect exits 0 (exit $status)" [ $status = 0 ]
+    check "the selector's running pods are the hosts, each captured" \
+        [ "$(manifest_field '",".join(h["name"] + ":" + h["status"] for h in m["hosts"])')" = a:captured,b:captured ]
+    check "each pod is reached by kubectl exec -i into its container" \
+        grep -qx "exec -i --namespace demo a --container debug -- sh -s" "$work/kubectl-calls"
+    check "the cluster's state is kept at the start and at the end" \
+        [ -s "$out/kubernetes-start.json" -a -s "$out/kubernetes-end.json" ]
+    check "the address that changed pods is in the manifest" \
+        [ "$(manifest_field 'm["kubernetes"]["reused"]')" = "[{'address': '${address[b]}', 'at_start': 'b', 'at_end': 'b-2'}]" ]
+    "$blackbox" records "$out" -o "$work/records" 2>"$work/records.err" || true
+    check "pods are named for their workload and Service" grep -q " front back " "$work/records"
+    check "each pod's own address is the one it listed, not a guess from its traffic" \
+        grep -q "(host b, own address ${address[b]}): " "$work/records.err"
+    check "the reused address is warned of" \
+        grep -q "^warning: collected address ${address[b]} was b at the start and b-2 at the end" "$work/records.err"
+    check "no tcpdump is left" no_capture_left
     ;;
 esac
 if [ $failures -gt 0 ]; then

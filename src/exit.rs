@@ -71,6 +71,7 @@ pub fn is_bad_input(cause: &(dyn Error + 'static)) -> bool {
                 matches!(e, crate::capture::filter::FilterError::Refused { .. })
             })
         || cause.is::<crate::trace::text::TraceError>()
+        || cause.is::<crate::collect::manifest::ManifestError>()
         || cause.is::<crate::capture::CaptureError>()
         || cause
             .downcast_ref::<crate::input::InputError>()

@@ -93,6 +93,22 @@ fn the_trace_imports_nothing_from_the_capture_code() {
 }
 
 #[test]
+fn collecting_imports_no_stage_after_it() {
+    let uses = uses_of(
+        "collect",
+        &[
+            "crate::input",
+            "crate::nesting",
+            "crate::report",
+            "crate::align",
+            "crate::trace",
+            "capture::protocol",
+        ],
+    );
+    assert!(uses.is_empty(), "{uses:#?}");
+}
+
+#[test]
 fn reports_reach_no_internals_of_the_parent_choice() {
     let uses = uses_of("report", &["nesting::parents", "nesting::joint"]);
     assert!(uses.is_empty(), "{uses:#?}");

@@ -8,7 +8,7 @@
 //! ([`Collected::warnings`]). Owns the format and those warnings; not the capturing
 //! ([`super`]).
 
-use crate::input::CaptureRead;
+use crate::capture::stats::FileStats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -200,7 +200,7 @@ pub enum ManifestError {
         source: std::io::Error,
     },
     /// Not a manifest.
-    #[error("{} is not a blackbox collect manifest: {source}", path.display())]
+    #[error("{} is not a blackbox collect manifest", path.display())]
     Json {
         /// The manifest.
         path: PathBuf,
@@ -244,7 +244,8 @@ impl Collected {
         if version != VERSION {
             return Err(ManifestError::Version { path, version });
         }
-        let manifest = serde_json::from_value(value).map_err(|source| ManifestError::Json {
+        // Read again from the text, so that an error says where it is.
+        let manifest = serde_json::from_str(&text).map_err(|source| ManifestError::Json {
             path: path.clone(),
             source,
         })?;
@@ -276,15 +277,15 @@ impl Collected {
     /// it: packets lost (dropped by the kernel or the interface, past the byte limit),
     /// hosts that failed or were lost, packets the snaplen cut, connections that began
     /// before the capture, segmentation offloads, an unsynchronised clock. `read` is
-    /// what reading the captures found, matched to the hosts by file.
-    pub fn warnings(&self, read: &[CaptureRead]) -> Vec<String> {
+    /// what reading the captures counted, by file, matched to the hosts by file.
+    pub fn warnings(&self, read: &[(&Path, &FileStats)]) -> Vec<String> {
         let mut warnings = Vec::new();
         for host in &self.manifest.hosts {
             let file = host.file.as_ref().map(|file| self.dir.join(file));
             let stats = file
                 .as_ref()
-                .and_then(|file| read.iter().find(|c| &c.path == file))
-                .map(|c| &c.stats);
+                .and_then(|file| read.iter().find(|(path, _)| path == file))
+                .map(|&(_, stats)| stats);
             let said = self.said_of(host, stats);
             if !said.is_empty() {
                 warnings.push(format!("{}: {}", host.name, said.join("; ")));
@@ -302,11 +303,7 @@ impl Collected {
     }
 
     /// What to say of one host, the gravest first.
-    fn said_of(
-        &self,
-        host: &HostRecord,
-        stats: Option<&crate::capture::stats::FileStats>,
-    ) -> Vec<String> {
+    fn said_of(&self, host: &HostRecord, stats: Option<&FileStats>) -> Vec<String> {
         let mut said = Vec::new();
         match host.status.as_str() {
             "captured" => {}
@@ -355,7 +352,7 @@ impl Collected {
         }
         if let Some(stats) = stats.filter(|s| s.flows_without_handshake > 0) {
             said.push(format!(
-                "{} of {} TCP connections began before the capture (their server guessed by port, their first message perhaps cut)",
+                "{} of {} TCP connections began before the capture (server guessed by port)",
                 stats.flows_without_handshake, stats.tcp_flows
             ));
         }
@@ -368,7 +365,7 @@ impl Collected {
         }
         for (interface, features) in offloaded {
             said.push(format!(
-                "segmentation offload on {interface} ({}): its segments are captured as the kernel handed them, larger than on the wire (paired by sequence range)",
+                "segmentation offload ({} on {interface}): segments as the kernel handed them, not as on the wire",
                 features.join(", ")
             ));
         }
@@ -498,7 +495,7 @@ mod tests {
             "{}",
             warnings[0]
         );
-        assert!(warnings[0].contains("; segmentation offload on eth0 (GRO)"));
+        assert!(warnings[0].contains("; segmentation offload (GRO on eth0): "));
         assert!(warnings[0]
             .ends_with("; its clock was not synchronised (chrony: Leap status Not synchronised)"));
         assert!(warnings[1].starts_with("db: not captured: ssh: connect"));

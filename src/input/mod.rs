@@ -553,14 +553,18 @@ fn add_captures(
 
 /// The warnings of what `blackbox collect` recorded, after what reading found.
 pub(crate) fn warn_collected(options: &InputOptions, input: &mut Input) {
-    for collected in &options.collected {
-        input.warnings.extend(
-            collected
-                .warnings(&input.captures)
-                .into_iter()
-                .map(InputWarning::Collected),
-        );
-    }
+    let read: Vec<(&Path, &FileStats)> = input
+        .captures
+        .iter()
+        .map(|c| (c.path.as_path(), &c.stats))
+        .collect();
+    let warnings: Vec<InputWarning> = options
+        .collected
+        .iter()
+        .flat_map(|collected| collected.warnings(&read))
+        .map(InputWarning::Collected)
+        .collect();
+    input.warnings.extend(warnings);
 }
 
 /// What joining and aligning captures found ([`join_and_align`]).

@@ -155,8 +155,23 @@ fn the_shop_collected_over_netns_and_ssh_nests_as_its_shipped_captures() {
             "{transport}: {in_top} of {all} requests in the true patterns: {found:?}"
         );
     }
-    // Hosts are named as the manifest names them, whatever their files are called.
+    // Over ssh, each capture left out its own ssh connection.
     let out = dir.path().join("ssh");
+    for host in ["client", "web", "app", "cache", "db"] {
+        let ssh = Command::new("tcpdump")
+            .args(["-n", "-r"])
+            .arg(out.join(format!("{host}.pcap")))
+            .arg("tcp port 22")
+            .output()
+            .unwrap();
+        assert!(ssh.status.success(), "{ssh:?}");
+        assert!(
+            ssh.stdout.is_empty(),
+            "{host}: {}",
+            String::from_utf8_lossy(&ssh.stdout)
+        );
+    }
+    // Hosts are named as the manifest names them, whatever their files are called.
     let path = out.join("manifest.json");
     let mut manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

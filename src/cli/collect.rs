@@ -13,6 +13,15 @@ use std::time::Duration;
 
 use super::args::duration;
 
+/// A line on stderr, where a write that fails (a terminal closed under a SIGHUP) is
+/// let go: collect must still stop every host.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 #[derive(Args)]
 #[command(
     after_long_help = "Hosts file: one host per line, its name and, optionally, its own
@@ -32,7 +41,8 @@ CAP_NET_RAW and CAP_NET_ADMIN). Under ssh the capture leaves out its own connect
 Stopping: after --duration from the moment every host captures, or on Ctrl-C (SIGINT) or
 SIGTERM, every host is stopped at once and keeps what it captured. If collect itself is
 killed or a link is lost, each host's script sees its input end and stops its capture:
-nothing is left running.
+nothing is left running (and where the host has timeout(1), the capture also ends by
+itself past its deadline).
 
 Exit status: 0 when every host was captured; 1 when some were not (each is named; the
 other captures and the manifest are kept) or nothing could be written; 2 for bad flags
@@ -233,7 +243,7 @@ pub(super) fn collect(args: CollectArgs) -> Result<()> {
         end_snapshot(cluster, &args.out, &mut manifest)?;
     }
     if !quiet {
-        eprint!("{}", table(&manifest, &args.out));
+        tell!("{}", table(&manifest, &args.out).trim_end());
     }
     let missing: Vec<&str> = manifest
         .hosts
@@ -266,7 +276,7 @@ fn end_snapshot(cluster: &kubernetes::Cluster, out: &Path, manifest: &mut Manife
                     kubernetes::reused(&read(kubernetes::AT_START), &read(kubernetes::AT_END));
             }
             Err(error) => {
-                eprintln!("collect: the cluster's state at the end was not kept: {error}")
+                tell!("collect: the cluster's state at the end was not kept: {error}")
             }
         }
     }
@@ -278,7 +288,7 @@ fn end_snapshot(cluster: &kubernetes::Cluster, out: &Path, manifest: &mut Manife
 fn say(progress: &Progress, quiet: bool) {
     match progress {
         Progress::Capturing { host, interface } if !quiet => {
-            eprintln!("collect: {host} capturing on {interface}")
+            tell!("collect: {host} capturing on {interface}")
         }
         Progress::AllCapturing {
             capturing,
@@ -286,19 +296,19 @@ fn say(progress: &Progress, quiet: bool) {
             duration,
         } => {
             if capturing == hosts {
-                eprintln!(
+                tell!(
                     "collect: all {hosts} hosts capturing; stopping in {} (Ctrl-C stops now)",
                     blackbox::trace::time::human_duration(duration.as_nanos() as f64)
                 );
             } else {
-                eprintln!(
+                tell!(
                     "collect: {capturing} of {hosts} hosts capturing; stopping in {} (Ctrl-C stops now)",
                     blackbox::trace::time::human_duration(duration.as_nanos() as f64)
                 );
             }
         }
-        Progress::Problem { host, what } => eprintln!("collect: {host}: {what}"),
-        Progress::Stopping { why } if !quiet => eprintln!("collect: stopping every host ({why})"),
+        Progress::Problem { host, what } => tell!("collect: {host}: {what}"),
+        Progress::Stopping { why } if !quiet => tell!("collect: stopping every host ({why})"),
         _ => {}
     }
 }
@@ -400,10 +410,12 @@ fn hosts(args: &CollectArgs) -> Result<(Vec<Host>, Option<kubernetes::Cluster>)>
             selector: args.selector.clone().unwrap_or_default(),
             entry,
         };
-        let unique = std::time::SystemTime::now()
+        let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let pod_via = found.via(&unique.to_string());
+            .unwrap_or_default();
+        // Two runs in the same second still add containers of different names.
+        let unique = format!("{}-{}", now.as_secs(), std::process::id());
+        let pod_via = found.via(&unique);
         for pod in found.pods()? {
             named.push((pod.name, Some(pod_via.clone())));
         }

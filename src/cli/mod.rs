@@ -30,7 +30,11 @@ pub fn run() -> Result<()> {
         }
         Command::Records(args) => reading::expand_collected(&mut args.files, &mut args.capture)?,
         Command::Align(args) => reading::expand_collected(&mut args.files, &mut args.capture)?,
-        Command::Diff(args) => reading::expand_collected(&mut args.files, &mut args.capture)?,
+        Command::Diff(args) => {
+            for files in [&mut args.files, &mut args.before, &mut args.after] {
+                reading::expand_collected(files, &mut args.capture)?;
+            }
+        }
         Command::Collect(_) => {}
     }
     // Decided once, before any stage starts rayon's pool.

@@ -264,12 +264,27 @@ impl Collected {
             .collect()
     }
 
-    /// Each capture's host's own addresses, as the host listed them.
+    /// Each capture's host's own addresses, as the host listed them; an address
+    /// several hosts list (a bridge every node has, a Service's address on every
+    /// node) is none of theirs.
     pub fn own_addresses(&self) -> Vec<(PathBuf, Vec<IpAddr>)> {
+        let mut listed: BTreeMap<IpAddr, usize> = BTreeMap::new();
+        for host in &self.manifest.hosts {
+            for address in host.own_addresses() {
+                *listed.entry(address).or_default() += 1;
+            }
+        }
         self.manifest
             .hosts
             .iter()
-            .filter_map(|host| Some((self.dir.join(host.file.as_ref()?), host.own_addresses())))
+            .filter_map(|host| {
+                let own = host
+                    .own_addresses()
+                    .into_iter()
+                    .filter(|address| listed[address] == 1)
+                    .collect();
+                Some((self.dir.join(host.file.as_ref()?), own))
+            })
             .collect()
     }
 
@@ -278,14 +293,23 @@ impl Collected {
     /// hosts that failed or were lost, packets the snaplen cut, connections that began
     /// before the capture, segmentation offloads, an unsynchronised clock. `read` is
     /// what reading the captures counted, by file, matched to the hosts by file.
+    /// Only this manifest's captures among those read are spoken of (with `diff`, each
+    /// side's), and its failed hosts only where one of them was; with nothing read,
+    /// every host.
     pub fn warnings(&self, read: &[(&Path, &FileStats)]) -> Vec<String> {
         let mut warnings = Vec::new();
+        let of = |file: &PathBuf| read.iter().find(|(path, _)| path == file);
+        let any_read = self.captures().iter().any(|(file, _)| of(file).is_some());
+        if !read.is_empty() && !any_read {
+            return warnings;
+        }
         for host in &self.manifest.hosts {
             let file = host.file.as_ref().map(|file| self.dir.join(file));
-            let stats = file
-                .as_ref()
-                .and_then(|file| read.iter().find(|(path, _)| path == file))
-                .map(|&(_, stats)| stats);
+            let found = file.as_ref().and_then(of);
+            if file.is_some() && found.is_none() && !read.is_empty() {
+                continue;
+            }
+            let stats = found.map(|&(_, stats)| stats);
             let said = self.said_of(host, stats);
             if !said.is_empty() {
                 warnings.push(format!("{}: {}", host.name, said.join("; ")));
@@ -307,6 +331,10 @@ impl Collected {
         let mut said = Vec::new();
         match host.status.as_str() {
             "captured" => {}
+            "capturing" => said.push(
+                "its capture was never finished (collect ended before it could say how it ended): its counters of drops are unknown"
+                    .to_owned(),
+            ),
             "lost" => said.push(format!(
                 "the capture ended early ({}); the packets before are used",
                 host.problem.as_deref().unwrap_or("its transport ended")

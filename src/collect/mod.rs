@@ -20,7 +20,7 @@ use remote::{Counter, Said};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,6 +137,8 @@ struct Running {
     failure: Option<String>,
     /// Whether its problem was told.
     told: bool,
+    /// Whether its file could not be written.
+    disk_full: bool,
 }
 
 impl Running {
@@ -213,15 +215,25 @@ pub fn collect(
         ..Manifest::default()
     };
     let script = remote::script(&options.capture);
-    let (events, received) = mpsc::channel();
-    let mut hosts: Vec<Running> = Vec::new();
-    for (index, host) in options.hosts.iter().enumerate() {
-        let record = HostRecord {
+    let records: Vec<HostRecord> = options
+        .hosts
+        .iter()
+        .map(|host| HostRecord {
             name: host.name.clone(),
             via: host.via.clone(),
+            // Named from the start, so that the captures of a collect that was killed
+            // can still be read.
+            file: Some(file_name(&host.name)),
             status: "capturing".to_owned(),
             ..HostRecord::default()
-        };
+        })
+        .collect();
+    // Before any host starts: a directory that cannot be written stops nothing.
+    manifest.hosts = records.clone();
+    first_manifest(out, &manifest)?;
+    let (events, received) = mpsc::channel();
+    let mut hosts: Vec<Running> = Vec::new();
+    for (index, (host, record)) in options.hosts.iter().zip(records).enumerate() {
         hosts.push(start(
             index,
             host,
@@ -242,8 +254,6 @@ pub fn collect(
             });
         }
     }
-    manifest.hosts = hosts.iter().map(|h| h.record.clone()).collect();
-    first_manifest(out, &manifest)?;
 
     let started = Instant::now();
     let mut all_capturing: Option<Instant> = None;
@@ -366,6 +376,48 @@ pub fn collect(
 /// How a host's failure reads when its file could not be written.
 const DISK_FULL: &str = "its capture could not be written (is the disk full?)";
 
+/// Spawning a transport in a session of its own: the terminal's Ctrl-C reaches
+/// collect alone, which stops every host in order; a transport that would prompt (an
+/// ssh password, a host key, a kubectl login) has no terminal to prompt on and fails
+/// in its own words, instead of stopping in the background; and its process group can
+/// be signalled as one.
+trait SpawnInSession {
+    fn spawn_in_session(&mut self) -> std::io::Result<Child>;
+}
+
+impl SpawnInSession for Command {
+    fn spawn_in_session(&mut self) -> std::io::Result<Child> {
+        // SAFETY: setsid(2) is async-signal-safe and touches no memory of this
+        // process; it runs in the child between fork and exec.
+        unsafe {
+            self.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = self.spawn()?;
+        if let Some(stdout) = &child.stdout {
+            widen_pipe(stdout);
+        }
+        Ok(child)
+    }
+}
+
+/// Gives the pipe a capture streams through room for several megabytes, so that a
+/// burst waits there rather than in the capturing kernel's buffer, where it would be
+/// dropped; the largest the system allows, else the default kept.
+fn widen_pipe(pipe: &impl std::os::fd::AsRawFd) {
+    for size in [16 << 20, 4 << 20, 1 << 20] {
+        // SAFETY: fcntl(2) on a descriptor this process owns, with an integer
+        // argument; it changes only the pipe's capacity.
+        if unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, size) } >= 0 {
+            return;
+        }
+    }
+}
+
 /// Starts one host's transport and the threads that read it.
 fn start(
     index: usize,
@@ -385,6 +437,7 @@ fn start(
         stderr_ended: true,
         failure: None,
         told: false,
+        disk_full: false,
     };
     let path = out.join(file_name(&host.name));
     let file = match std::fs::File::create(&path) {
@@ -404,10 +457,7 @@ fn start(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // A group of its own: the terminal's Ctrl-C reaches collect alone, which
-        // stops every host in order.
-        .process_group(0)
-        .spawn();
+        .spawn_in_session();
     let mut child = match spawned {
         Ok(child) => child,
         Err(error) => {
@@ -532,7 +582,8 @@ fn handle(event: Event, hosts: &mut [Running], stopping: bool, progress: &mut dy
         }
         Event::StderrEnded(index) => hosts[index].stderr_ended = true,
         Event::DiskFull(index) => {
-            hosts[index].failure = Some(DISK_FULL.to_owned());
+            hosts[index].disk_full = true;
+            hosts[index].failure.get_or_insert(DISK_FULL.to_owned());
         }
         Event::StreamEnded(index, written, error) => {
             let host = &mut hosts[index];
@@ -552,6 +603,12 @@ fn handle(event: Event, hosts: &mut [Running], stopping: bool, progress: &mut dy
                 };
                 record.messages.push(what);
             }
+            if written.cut_inside_a_packet {
+                record
+                    .messages
+                    .push("the stream ended inside a packet: that packet is left out".to_owned());
+            }
+            let failed_at_once = !host.capturing;
             if !stopping && host.capturing && host.failure.is_none() {
                 // The capture ended before it was told to: the link was lost, or the
                 // tool died. Told at once: the other hosts go on.
@@ -563,6 +620,11 @@ fn handle(event: Event, hosts: &mut [Running], stopping: bool, progress: &mut dy
                     host: record.name.clone(),
                     what: what.to_owned(),
                 });
+            }
+            if failed_at_once {
+                // The tool failed at once: its shell, still waiting for `stop`, is
+                // told now, so that what it said is in and the host named at once.
+                host.stop();
             }
         }
     }
@@ -698,7 +760,7 @@ pub fn rewrite_manifest(out: &Path, manifest: &Manifest) -> Result<(), CollectEr
 fn first_manifest(out: &Path, manifest: &Manifest) -> Result<(), CollectError> {
     let path = out.join(manifest::FILE_NAME);
     let mut text = serde_json::to_string_pretty(manifest).expect("a manifest is plain data") + "\n";
-    let room = text.len() + 16 * 1024 + 8 * 1024 * manifest.hosts.len();
+    let room = text.len() + 64 * 1024 + 32 * 1024 * manifest.hosts.len();
     text.extend(std::iter::repeat_n(' ', room - text.len()));
     std::fs::write(&path, text).map_err(|source| CollectError::Write { path, source })
 }

@@ -92,6 +92,15 @@ elif command -v timedatectl >/dev/null 2>&1 && timedatectl show >/dev/null 2>&1;
 else
   say clock none
 fi
+if [ -z "${SSH_CONNECTION:-}" ] && [ -r /proc/self/stat ]; then
+  # Under sudo, which drops it from the environment: from the ssh session's shell.
+  p=$PPID
+  while [ "${p:-1}" -gt 1 ]; do
+    c=$(tr '\000' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^SSH_CONNECTION=//p')
+    if [ -n "$c" ]; then SSH_CONNECTION=$c; break; fi
+    p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
+  done
+fi
 if [ -n "${SSH_CONNECTION:-}" ]; then
   set -- $SSH_CONNECTION
   own="not (host $1 and port $2 and host $3 and port $4)"
@@ -100,7 +109,7 @@ fi
 guard=
 if timeout --foreground 1 true >/dev/null 2>&1; then
   guard="timeout --foreground -s TERM $deadline"
-elif command -v timeout >/dev/null 2>&1; then
+elif timeout -s TERM 1 true >/dev/null 2>&1; then
   guard="timeout -s TERM $deadline"
 fi
 if command -v tcpdump >/dev/null 2>&1; then
@@ -125,13 +134,16 @@ stopped=
 stop() {
   [ -n "$stopped" ] && return
   stopped=1
-  say stopping "$(now)"
+  at=$(now)
+  # The capture first: with collect gone, saying anything raises SIGPIPE.
   kill -TERM "$pid" 2>/dev/null
+  trap '' PIPE
+  say stopping "$at"
   wait "$pid"
   say exit "$?" "$(now)"
 }
 trap stop EXIT
-trap 'exit 130' INT TERM HUP
+trap 'stop; exit 130' INT TERM HUP
 "#;
 
 /// What collect writes to stop the capture: the script's function, then the shell's

@@ -15,8 +15,9 @@ const FILE_HEADER: usize = 24;
 const RECORD_HEADER: usize = 16;
 /// The largest packet a record may hold; more means the stream is not a pcap stream.
 const MOST_CAPTURED: u32 = 1 << 20;
-/// Bytes gathered before they are written.
-const WRITE_EVERY: usize = 1 << 20;
+/// The buffer the stream is read into: past half of it (packets past the byte limit,
+/// not kept), always room for the largest packet.
+const BUFFER: usize = 8 << 20;
 
 /// Why a stream stopped being written.
 #[derive(Debug, thiserror::Error)]
@@ -90,19 +91,20 @@ impl Format {
     }
 }
 
-/// Whole packets gathered, then written in blocks; what reached the file is counted
-/// apart from what waits, so that a failed write leaves counts true to the file.
+/// Counts of whole packets that wait in the buffer, then of those written: a failed
+/// write leaves counts true to the file.
 struct Writer {
     file: File,
     digest: Sha256,
-    pending: Vec<u8>,
     waiting: Written,
     written: Written,
+    /// Where each waiting packet ends, from the start of the block.
+    ends: Vec<usize>,
 }
 
 impl Writer {
-    fn keep(&mut self, record: &[u8], time: i128, truncated: bool) {
-        self.pending.extend_from_slice(record);
+    fn count(&mut self, end: usize, time: i128, truncated: bool) {
+        self.ends.push(end);
         let waiting = &mut self.waiting;
         waiting.packets += 1;
         waiting.truncated += u64::from(truncated);
@@ -110,29 +112,61 @@ impl Writer {
         waiting.last_ns = Some(time);
     }
 
-    fn flush(&mut self) -> Result<(), StreamError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let result = self.file.write_all(&self.pending);
-        let waiting = std::mem::take(&mut self.waiting);
-        match result {
-            Ok(()) => {
-                self.digest.update(&self.pending);
-                let written = &mut self.written;
-                written.bytes += self.pending.len() as u64;
-                written.packets += waiting.packets;
-                written.truncated += waiting.truncated;
-                written.first_ns = written.first_ns.or(waiting.first_ns);
-                written.last_ns = waiting.last_ns.or(written.last_ns);
-                self.pending.clear();
-                Ok(())
+    /// Writes `block`, the whole packets counted since the last write (and the file
+    /// header, first). On a failed write the file is cut back to the last whole packet
+    /// that reached it, and those packets are counted.
+    fn write(&mut self, block: &[u8]) -> Result<(), StreamError> {
+        let mut done = 0;
+        let mut failure = None;
+        while done < block.len() {
+            match self.file.write(&block[done..]) {
+                Ok(0) => {
+                    failure = Some(io::Error::from(io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
             }
-            Err(error) => {
-                // Whatever part of the block reached the disk goes: the file ends on
-                // the last whole packet written before.
-                let _ = self.file.set_len(self.written.bytes);
-                self.pending.clear();
+        }
+        let whole = match failure {
+            None => block.len(),
+            // The header is not a packet: a block cut before its first packet's end
+            // keeps nothing new.
+            Some(_) => self
+                .ends
+                .iter()
+                .copied()
+                .take_while(|&e| e <= done)
+                .last()
+                .unwrap_or(0),
+        };
+        let packets = match failure {
+            None => self.ends.len(),
+            Some(_) => self.ends.iter().take_while(|&&e| e <= done).count(),
+        };
+        self.ends.clear();
+        let waiting = std::mem::take(&mut self.waiting);
+        self.digest.update(&block[..whole]);
+        let written = &mut self.written;
+        written.bytes += whole as u64;
+        if packets == waiting.packets as usize {
+            written.packets += waiting.packets;
+            written.truncated += waiting.truncated;
+            written.first_ns = written.first_ns.or(waiting.first_ns);
+            written.last_ns = waiting.last_ns.or(written.last_ns);
+        } else {
+            // Part of the block reached the disk: its packets are counted, their
+            // times and cuts are not known apart from the rest's.
+            written.packets += packets as u64;
+        }
+        match failure {
+            None => Ok(()),
+            Some(error) => {
+                let _ = self.file.set_len(written.bytes);
                 Err(StreamError::Write(error))
             }
         }
@@ -141,9 +175,12 @@ impl Writer {
 
 /// Writes the pcap stream `from` into `file`: whole packets only, at most `max_bytes`
 /// in all (the packets past it read and counted, not kept); `on_write_failed` is told
-/// at once when the file cannot be written (a full disk), as nothing more will be kept. After an error the stream is still
-/// read to its end and dropped, so that the capture tool is never left blocked on a
-/// full pipe. Returns what the file holds, and the first error.
+/// at once when the file cannot be written (a full disk), as nothing more will be
+/// kept. After an error the stream is still read to its end and dropped, so that the
+/// capture tool is never left blocked on a full pipe. The bytes are read into one
+/// buffer, cut into packets where they lie and written from there: a capture at
+/// gigabits a second costs a copy and a hash, little more. Returns what the file
+/// holds, and the first error.
 pub fn write_stream(
     mut from: impl Read,
     file: File,
@@ -153,19 +190,20 @@ pub fn write_stream(
     let mut writer = Writer {
         file,
         digest: Sha256::new(),
-        pending: Vec::with_capacity(WRITE_EVERY + MOST_CAPTURED as usize),
         waiting: Written::default(),
         written: Written::default(),
+        ends: Vec::new(),
     };
-    // Bytes read but not yet whole: a header or a packet in pieces.
-    let mut partial: Vec<u8> = Vec::new();
+    // [0, kept): whole packets (and the file header) to write; [kept, cut): whole
+    // packets past the byte limit; [cut, filled): a header or a packet in pieces.
+    let mut buffer = vec![0u8; BUFFER];
+    let (mut kept, mut cut, mut filled) = (0usize, 0usize, 0usize);
     let mut format: Option<Format> = None;
-    let mut chunk = vec![0u8; 1 << 16];
     let mut over_limit = 0u64;
     let mut limited = false;
     let mut error: Option<StreamError> = None;
     loop {
-        let read = match from.read(&mut chunk) {
+        let read = match from.read(&mut buffer[filled..]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -177,16 +215,20 @@ pub fn write_stream(
         if error.is_some() {
             continue;
         }
-        partial.extend_from_slice(&chunk[..read]);
-        let mut at = 0;
+        filled += read;
         while error.is_none() {
+            let rest = &buffer[cut..filled];
             let Some(fmt) = format else {
-                if partial.len() < FILE_HEADER {
+                if rest.len() < FILE_HEADER {
                     break;
                 }
-                let magic = [partial[0], partial[1], partial[2], partial[3]];
+                let magic = [rest[0], rest[1], rest[2], rest[3]];
                 match Format::of(magic) {
-                    Some(found) => format = Some(found),
+                    Some(found) => {
+                        format = Some(found);
+                        cut += FILE_HEADER;
+                        kept = cut;
+                    }
                     None => {
                         error = Some(StreamError::NotPcap(format!(
                             "it starts with {:02x}{:02x}{:02x}{:02x}",
@@ -194,11 +236,8 @@ pub fn write_stream(
                         )))
                     }
                 }
-                writer.pending.extend_from_slice(&partial[..FILE_HEADER]);
-                at = FILE_HEADER;
                 continue;
             };
-            let rest = &partial[at..];
             if rest.len() < RECORD_HEADER {
                 break;
             }
@@ -214,40 +253,44 @@ pub fn write_stream(
             if rest.len() < length {
                 break;
             }
-            let record = &rest[..length];
-            at += length;
-            let kept = writer.written.bytes + writer.pending.len() as u64;
-            if limited || kept + length as u64 > max_bytes {
+            if limited || writer.written.bytes + (cut + length) as u64 > max_bytes {
                 limited = true;
                 over_limit += 1;
+                cut += length;
                 continue;
             }
-            let seconds = i128::from(fmt.u32_at(record, 0));
-            let fraction = i128::from(fmt.u32_at(record, 4));
+            let seconds = i128::from(fmt.u32_at(rest, 0));
+            let fraction = i128::from(fmt.u32_at(rest, 4));
             let time = seconds * 1_000_000_000
                 + if fmt.nanoseconds {
                     fraction
                 } else {
                     fraction * 1_000
                 };
-            writer.keep(record, time, fmt.u32_at(record, 12) > captured);
-            if writer.pending.len() >= WRITE_EVERY {
-                if let Err(e) = writer.flush() {
-                    on_write_failed();
-                    error = Some(e);
-                }
-            }
+            let truncated = fmt.u32_at(rest, 12) > captured;
+            cut += length;
+            kept = cut;
+            writer.count(kept, time, truncated);
         }
-        match error {
-            Some(_) => partial.clear(),
-            None => {
-                partial.drain(..at);
+        if error.is_some() {
+            continue;
+        }
+        // Every read's whole packets are written at once, so that what collect has
+        // read is on disk however it ends.
+        if kept > 0 || filled > BUFFER / 2 {
+            if let Err(e) = writer.write(&buffer[..kept]) {
+                on_write_failed();
+                error = Some(e);
+                continue;
             }
+            buffer.copy_within(cut..filled, 0);
+            filled -= cut;
+            (kept, cut) = (0, 0);
         }
     }
-    let cut_inside_a_packet = error.is_none() && !partial.is_empty();
+    let cut_inside_a_packet = error.is_none() && filled > cut;
     if error.is_none() {
-        if let Err(e) = writer.flush() {
+        if let Err(e) = writer.write(&buffer[..kept]) {
             on_write_failed();
             error = Some(e);
         }
